@@ -1,0 +1,1 @@
+//! The anomaly domain (see docs/architecture.md). Built in a later issue.

@@ -1,0 +1,1 @@
+//! The audit domain (see docs/architecture.md). Built in a later issue.

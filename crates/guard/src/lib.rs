@@ -1,0 +1,1 @@
+//! The guard domain (see docs/architecture.md). Built in a later issue.

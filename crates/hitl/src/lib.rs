@@ -1,0 +1,1 @@
+//! The hitl domain (see docs/architecture.md). Built in a later issue.

@@ -1,0 +1,1 @@
+//! The policy domain (see docs/architecture.md). Built in a later issue.

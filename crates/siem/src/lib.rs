@@ -1,0 +1,1 @@
+//! The siem domain (see docs/architecture.md). Built in a later issue.

@@ -1,0 +1,253 @@
+//! Connection pools for both backends.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use deadpool::Runtime;
+use diesel::sqlite::SqliteConnection;
+use diesel_async::pooled_connection::deadpool::{Object, Pool};
+use diesel_async::pooled_connection::{AsyncDieselConnectionManager, ManagerConfig, PoolableConnection};
+use diesel_async::sync_connection_wrapper::SyncConnectionWrapper;
+use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
+use futures_util::FutureExt;
+use steward_core::{Error, Result};
+
+/// The SQLite connection type (diesel's synchronous connection run on a blocking thread).
+pub type SqliteConn = SyncConnectionWrapper<SqliteConnection>;
+
+/// Which database a pool talks to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Postgres,
+    Sqlite,
+}
+
+/// A parsed `DATABASE_URL`.
+#[derive(Clone, PartialEq, Eq)]
+pub enum DbTarget {
+    /// A `postgres://` or `postgresql://` URL, passed to the driver as is.
+    Postgres(String),
+    /// A SQLite database file.
+    Sqlite(PathBuf),
+}
+
+impl std::fmt::Debug for DbTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DbTarget::Postgres(url) => write!(f, "Postgres({})", redact_url(url)),
+            DbTarget::Sqlite(path) => write!(f, "Sqlite({})", path.display()),
+        }
+    }
+}
+
+/// Hides the password of a URL for logs.
+pub fn redact_url(raw: &str) -> String {
+    match url::Url::parse(raw) {
+        Ok(mut u) if u.password().is_some() => {
+            let _ = u.set_password(Some("***"));
+            u.to_string()
+        }
+        Ok(u) => u.to_string(),
+        Err(_) => "<unparseable url>".to_owned(),
+    }
+}
+
+impl DbTarget {
+    /// Parses `sqlite://PATH` (relative, or absolute as `sqlite:///abs/path`) and
+    /// `postgres://…` / `postgresql://…`. Any other scheme is an error.
+    pub fn parse(url: &str) -> std::result::Result<DbTarget, String> {
+        let url = url.trim();
+        if let Some(rest) = url.strip_prefix("sqlite://") {
+            let path = rest.split('?').next().unwrap_or_default();
+            if path.is_empty() {
+                return Err("a sqlite:// URL needs a file path, e.g. sqlite://./data/steward.db".into());
+            }
+            Ok(DbTarget::Sqlite(PathBuf::from(path)))
+        } else if let Some(rest) = url.strip_prefix("sqlite:") {
+            if rest.is_empty() {
+                return Err("a sqlite: URL needs a file path".into());
+            }
+            Ok(DbTarget::Sqlite(PathBuf::from(rest)))
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Ok(DbTarget::Postgres(url.to_owned()))
+        } else {
+            let scheme = url.split(':').next().unwrap_or(url);
+            Err(format!(
+                "unsupported scheme {scheme:?}: use sqlite://PATH or postgres://USER@HOST/DB"
+            ))
+        }
+    }
+
+    pub fn backend(&self) -> Backend {
+        match self {
+            DbTarget::Postgres(_) => Backend::Postgres,
+            DbTarget::Sqlite(_) => Backend::Sqlite,
+        }
+    }
+}
+
+/// Pool settings.
+#[derive(Clone, Debug)]
+pub struct DbSettings {
+    pub max_connections: usize,
+    /// Longest wait for a connection (also bounds connecting and recycling).
+    pub timeout: Duration,
+}
+
+impl Default for DbSettings {
+    fn default() -> Self {
+        Self {
+            max_connections: 16,
+            timeout: Duration::from_secs(3),
+        }
+    }
+}
+
+/// A pool of connections to PostgreSQL or SQLite.
+#[derive(Clone)]
+pub enum DbPool {
+    Pg(Pool<AsyncPgConnection>),
+    Sqlite(Pool<SqliteConn>),
+}
+
+impl std::fmt::Debug for DbPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DbPool({:?})", self.backend())
+    }
+}
+
+/// Connection set-up run on every new SQLite connection.
+const SQLITE_PRAGMAS: &str = "PRAGMA journal_mode = WAL; \
+     PRAGMA synchronous = FULL; \
+     PRAGMA busy_timeout = 10000; \
+     PRAGMA foreign_keys = ON;";
+
+fn sqlite_setup(url: &str) -> futures_util::future::BoxFuture<'_, diesel::ConnectionResult<SqliteConn>> {
+    async move {
+        let mut conn = SqliteConn::establish(url).await?;
+        conn.batch_execute(SQLITE_PRAGMAS)
+            .await
+            .map_err(diesel::ConnectionError::CouldntSetupConfiguration)?;
+        Ok(conn)
+    }
+    .boxed()
+}
+
+/// Creates the parent directory of a SQLite file.
+pub fn ensure_parent_dir(path: &Path) -> Result<()> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|e| {
+            Error::internal_msg(format!("cannot create the directory {}: {e}", parent.display()))
+        })?;
+    }
+    Ok(())
+}
+
+fn build<C>(manager: AsyncDieselConnectionManager<C>, settings: &DbSettings) -> Result<Pool<C>>
+where
+    C: PoolableConnection + 'static,
+    diesel::dsl::select<diesel::dsl::AsExprOf<i32, diesel::sql_types::Integer>>:
+        diesel_async::methods::ExecuteDsl<C>,
+    diesel::query_builder::SqlQuery: diesel::query_builder::QueryFragment<C::Backend>,
+{
+    Pool::builder(manager)
+        .max_size(settings.max_connections)
+        .wait_timeout(Some(settings.timeout))
+        .create_timeout(Some(settings.timeout))
+        .recycle_timeout(Some(settings.timeout))
+        .runtime(Runtime::Tokio1)
+        .build()
+        .map_err(|e| Error::internal_msg(format!("cannot build the connection pool: {e}")))
+}
+
+impl DbPool {
+    /// Builds a pool (connections are opened lazily). For SQLite the file and its directory
+    /// are created when missing.
+    pub fn new(target: &DbTarget, settings: &DbSettings) -> Result<DbPool> {
+        match target {
+            DbTarget::Postgres(url) => {
+                let manager = AsyncDieselConnectionManager::<AsyncPgConnection>::new(url.clone());
+                Ok(DbPool::Pg(build(manager, settings)?))
+            }
+            DbTarget::Sqlite(path) => {
+                ensure_parent_dir(path)?;
+                let mut config = ManagerConfig::<SqliteConn>::default();
+                config.custom_setup = Box::new(sqlite_setup);
+                let manager = AsyncDieselConnectionManager::<SqliteConn>::new_with_config(
+                    path.to_string_lossy().into_owned(),
+                    config,
+                );
+                Ok(DbPool::Sqlite(build(manager, settings)?))
+            }
+        }
+    }
+
+    pub fn backend(&self) -> Backend {
+        match self {
+            DbPool::Pg(_) => Backend::Postgres,
+            DbPool::Sqlite(_) => Backend::Sqlite,
+        }
+    }
+
+    /// Checks that the database answers a query (readiness).
+    pub async fn ping(&self) -> Result<()> {
+        crate::with_conn!(self, conn => {
+            conn.batch_execute("SELECT 1")
+                .await
+                .map_err(|e| Error::unavailable("database", e))
+        })
+    }
+}
+
+/// Takes a connection from a pool; failures mean the database is unavailable.
+pub async fn checkout<C>(pool: &Pool<C>) -> Result<Object<C>>
+where
+    C: PoolableConnection + 'static,
+    diesel::dsl::select<diesel::dsl::AsExprOf<i32, diesel::sql_types::Integer>>:
+        diesel_async::methods::ExecuteDsl<C>,
+    diesel::query_builder::SqlQuery: diesel::query_builder::QueryFragment<C::Backend>,
+{
+    pool.get()
+        .await
+        .map_err(|e| Error::unavailable("database", PoolFailure(e.to_string())))
+}
+
+#[derive(Debug)]
+struct PoolFailure(String);
+
+impl std::fmt::Display for PoolFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for PoolFailure {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_urls() {
+        assert_eq!(
+            DbTarget::parse("sqlite://./data/steward.db"),
+            Ok(DbTarget::Sqlite(PathBuf::from("./data/steward.db")))
+        );
+        assert_eq!(
+            DbTarget::parse("sqlite:///var/lib/steward/s.db"),
+            Ok(DbTarget::Sqlite(PathBuf::from("/var/lib/steward/s.db")))
+        );
+        assert_eq!(
+            DbTarget::parse("postgresql://u@h/db").map(|t| t.backend()),
+            Ok(Backend::Postgres)
+        );
+        assert!(DbTarget::parse("mysql://u@h/db").is_err());
+        assert!(DbTarget::parse("sqlite://").is_err());
+        assert!(DbTarget::parse("").is_err());
+    }
+
+    #[test]
+    fn redacts_passwords() {
+        assert_eq!(redact_url("postgres://u:secret@h/db"), "postgres://u:***@h/db");
+    }
+}

@@ -1,0 +1,232 @@
+//! Redis implementations of the kernel's `Cache` and `EventBus` (used when `REDIS_URL` is set).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use deadpool_redis::{Config, Pool, PoolConfig, Runtime, Timeouts};
+use futures_util::StreamExt;
+use redis::AsyncCommands;
+use steward_core::bus::SUBSCRIBER_BUFFER;
+use steward_core::{Cache, Error, EventBus, Result};
+use tokio::sync::{broadcast, oneshot};
+
+fn unavailable(e: impl std::error::Error + Send + Sync + 'static) -> Error {
+    Error::unavailable("cache", e)
+}
+
+/// A Redis connection pool with a key prefix shared by the cache and the bus.
+#[derive(Clone)]
+pub struct RedisHandle {
+    pool: Pool,
+    client: redis::Client,
+    prefix: String,
+}
+
+impl RedisHandle {
+    /// Builds the pool (connections open lazily). `prefix` namespaces every key and channel.
+    pub fn new(url: &str, prefix: &str, timeout: Duration) -> Result<RedisHandle> {
+        let client = redis::Client::open(url)
+            .map_err(|e| Error::internal_msg(format!("REDIS_URL is not a valid Redis URL: {e}")))?;
+        let mut cfg = Config::from_url(url);
+        cfg.pool = Some(PoolConfig {
+            max_size: 32,
+            timeouts: Timeouts {
+                wait: Some(timeout),
+                create: Some(timeout),
+                recycle: Some(timeout),
+            },
+            ..PoolConfig::default()
+        });
+        let pool = cfg
+            .create_pool(Some(Runtime::Tokio1))
+            .map_err(|e| Error::internal_msg(format!("cannot build the Redis pool: {e}")))?;
+        Ok(RedisHandle {
+            pool,
+            client,
+            prefix: prefix.to_owned(),
+        })
+    }
+
+    async fn conn(&self) -> Result<deadpool_redis::Connection> {
+        self.pool.get().await.map_err(unavailable)
+    }
+
+    fn key(&self, key: &str) -> String {
+        format!("{}{}", self.prefix, key)
+    }
+}
+
+fn millis(ttl: Option<Duration>) -> Option<u64> {
+    ttl.map(|t| (t.as_millis() as u64).max(1))
+}
+
+/// The Redis `Cache`.
+#[derive(Clone)]
+pub struct RedisCache(pub RedisHandle);
+
+const INCR_SCRIPT: &str = r#"
+local v = redis.call('INCRBY', KEYS[1], ARGV[1])
+local ttl = tonumber(ARGV[2])
+if ttl > 0 and redis.call('PTTL', KEYS[1]) < 0 then
+  redis.call('PEXPIRE', KEYS[1], ttl)
+end
+return v
+"#;
+
+#[async_trait]
+impl Cache for RedisCache {
+    async fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        let mut c = self.0.conn().await?;
+        c.get(self.0.key(key)).await.map_err(unavailable)
+    }
+
+    async fn set(&self, key: &str, value: &[u8], ttl: Option<Duration>) -> Result<()> {
+        let mut c = self.0.conn().await?;
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(self.0.key(key)).arg(value);
+        if let Some(ms) = millis(ttl) {
+            cmd.arg("PX").arg(ms);
+        }
+        cmd.query_async::<()>(&mut *c).await.map_err(unavailable)
+    }
+
+    async fn set_nx(&self, key: &str, value: &[u8], ttl: Option<Duration>) -> Result<bool> {
+        let mut c = self.0.conn().await?;
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(self.0.key(key)).arg(value).arg("NX");
+        if let Some(ms) = millis(ttl) {
+            cmd.arg("PX").arg(ms);
+        }
+        let reply: Option<String> = cmd.query_async(&mut *c).await.map_err(unavailable)?;
+        Ok(reply.is_some())
+    }
+
+    async fn delete(&self, key: &str) -> Result<bool> {
+        let mut c = self.0.conn().await?;
+        let n: i64 = c.del(self.0.key(key)).await.map_err(unavailable)?;
+        Ok(n > 0)
+    }
+
+    async fn take(&self, key: &str) -> Result<Option<Vec<u8>>> {
+        let mut c = self.0.conn().await?;
+        redis::cmd("GETDEL")
+            .arg(self.0.key(key))
+            .query_async(&mut *c)
+            .await
+            .map_err(unavailable)
+    }
+
+    async fn incr(&self, key: &str, by: i64, ttl: Option<Duration>) -> Result<i64> {
+        let mut c = self.0.conn().await?;
+        redis::Script::new(INCR_SCRIPT)
+            .key(self.0.key(key))
+            .arg(by)
+            .arg(millis(ttl).unwrap_or(0))
+            .invoke_async(&mut *c)
+            .await
+            .map_err(unavailable)
+    }
+
+    async fn ping(&self) -> Result<()> {
+        let mut c = self.0.conn().await?;
+        redis::cmd("PING")
+            .query_async::<String>(&mut *c)
+            .await
+            .map(|_| ())
+            .map_err(unavailable)
+    }
+
+    fn kind(&self) -> &'static str {
+        "redis"
+    }
+}
+
+/// The Redis `EventBus`: one pub/sub connection per subscribed channel, fanned out locally.
+#[derive(Clone)]
+pub struct RedisBus {
+    handle: RedisHandle,
+    hubs: Arc<Mutex<HashMap<String, broadcast::Sender<Vec<u8>>>>>,
+}
+
+impl RedisBus {
+    pub fn new(handle: RedisHandle) -> Self {
+        Self {
+            handle,
+            hubs: Arc::default(),
+        }
+    }
+}
+
+/// Forwards one Redis channel into a local broadcast, reconnecting after failures.
+async fn forward(
+    client: redis::Client,
+    channel: String,
+    tx: broadcast::Sender<Vec<u8>>,
+    ready: oneshot::Sender<()>,
+) {
+    let mut ready = Some(ready);
+    loop {
+        match client.get_async_pubsub().await {
+            Ok(mut pubsub) => match pubsub.subscribe(&channel).await {
+                Ok(()) => {
+                    if let Some(r) = ready.take() {
+                        let _ = r.send(());
+                    }
+                    let mut messages = pubsub.on_message();
+                    while let Some(msg) = messages.next().await {
+                        let _ = tx.send(msg.get_payload_bytes().to_vec());
+                    }
+                    tracing::warn!(channel = %channel, "redis subscription ended; reconnecting");
+                }
+                Err(e) => tracing::warn!(channel = %channel, error = %e, "redis subscribe failed"),
+            },
+            Err(e) => tracing::warn!(channel = %channel, error = %e, "redis pub/sub connection failed"),
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+#[async_trait]
+impl EventBus for RedisBus {
+    async fn publish(&self, channel: &str, payload: &[u8]) -> Result<()> {
+        let mut c = self.handle.conn().await?;
+        let _: i64 = c
+            .publish(self.handle.key(channel), payload)
+            .await
+            .map_err(unavailable)?;
+        Ok(())
+    }
+
+    async fn subscribe(&self, channel: &str) -> Result<broadcast::Receiver<Vec<u8>>> {
+        let full = self.handle.key(channel);
+        let (rx, ready) = {
+            let mut hubs = self.hubs.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(tx) = hubs.get(&full) {
+                return Ok(tx.subscribe());
+            }
+            let (tx, rx) = broadcast::channel(SUBSCRIBER_BUFFER);
+            hubs.insert(full.clone(), tx.clone());
+            let (ready_tx, ready_rx) = oneshot::channel();
+            tokio::spawn(forward(self.handle.client.clone(), full, tx, ready_tx));
+            (rx, ready_rx)
+        };
+        match tokio::time::timeout(Duration::from_secs(5), ready).await {
+            Ok(Ok(())) => Ok(rx),
+            // The forwarder keeps retrying; the caller learns that messages may be missed now.
+            _ => Err(Error::unavailable(
+                "cache",
+                steward_core::error::Message(format!("cannot subscribe to {channel}")),
+            )),
+        }
+    }
+
+    async fn ping(&self) -> Result<()> {
+        RedisCache(self.handle.clone()).ping().await
+    }
+
+    fn kind(&self) -> &'static str {
+        "redis"
+    }
+}

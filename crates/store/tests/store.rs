@@ -1,0 +1,143 @@
+//! Store tests, generated for SQLite and (with `TEST_DATABASE_URL`) PostgreSQL, and the
+//! shared cache/bus suites for Redis (with `TEST_REDIS_URL`).
+
+use diesel::prelude::*;
+use diesel_async::RunQueryDsl;
+use serde_json::json;
+use steward_store::schema::tenants;
+use steward_store::testing::{redis_url, TestDb};
+use steward_store::{db_test, with_conn, DbResultExt, Id, Json, Ts};
+use steward_store::types::{DbJson, DbTime, DbUuid};
+
+#[test]
+fn sqlite_migrations_redo_each_step() {
+    let (target, dir) = TestDb::sqlite_target();
+    let n = steward_store::migrate::redo_each_blocking(&target).unwrap_or_else(|e| panic!("{e}"));
+    assert!(n >= 1);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn postgres_migrations_redo_each_step() {
+    let Some(created) = TestDb::postgres_target() else {
+        eprintln!("skipped: TEST_DATABASE_URL is not set, PostgreSQL migrations not checked");
+        return;
+    };
+    let (target, base, schema) = created.unwrap_or_else(|e| panic!("{e}"));
+    let result = steward_store::migrate::redo_each_blocking(&target);
+    steward_store::testing::drop_schema(base, schema);
+    assert!(result.unwrap_or_else(|e| panic!("{e}")) >= 1);
+}
+
+#[derive(Queryable, Selectable, Insertable, Debug, PartialEq)]
+#[diesel(table_name = tenants)]
+struct TenantRow {
+    id: Id,
+    name: String,
+    settings: Json,
+    created_at: Ts,
+}
+
+db_test!(portable_types_round_trip, |db| {
+    let row = TenantRow {
+        id: Id(uuid::Uuid::now_v7()),
+        name: "acme".into(),
+        settings: Json(json!({"tier": "gold", "limits": [1, 2]})),
+        created_at: Ts::from(steward_core::clock::now()),
+    };
+    let pool = &db.pool;
+    let result: Result<TenantRow, steward_core::Error> = async {
+        with_conn!(pool, conn => {
+            diesel::insert_into(tenants::table).values(&row).execute(conn).await.db()?;
+            tenants::table
+                .filter(tenants::id.eq(row.id))
+                .select(TenantRow::as_select())
+                .first(conn)
+                .await
+                .db()
+        })
+    }
+    .await;
+    assert_eq!(result.unwrap_or_else(|e| panic!("{e}")), row);
+});
+
+db_test!(unique_violation_is_conflict, |db| {
+    let pool = &db.pool;
+    let insert = |name: &'static str| async move {
+        let row = TenantRow {
+            id: Id(uuid::Uuid::now_v7()),
+            name: name.into(),
+            settings: Json(json!({})),
+            created_at: Ts::from(steward_core::clock::now()),
+        };
+        with_conn!(pool, conn => diesel::insert_into(tenants::table).values(&row).execute(conn).await.db())
+    };
+    assert!(insert("dup").await.is_ok());
+    let err = insert("dup").await.err().map(|e| e.kind);
+    assert_eq!(err, Some(steward_core::ErrorKind::Conflict));
+});
+
+db_test!(timestamps_order_in_sql, |db| {
+    // Ordering by a timestamp column must be chronological on both backends.
+    let pool = &db.pool;
+    let base = steward_core::clock::now();
+    let result: Result<Vec<String>, steward_core::Error> = async {
+        with_conn!(pool, conn => {
+            for (i, secs) in [30i64, -3600, 5].into_iter().enumerate() {
+                let row = TenantRow {
+                    id: Id(uuid::Uuid::now_v7()),
+                    name: format!("t{i}"),
+                    settings: Json(json!({})),
+                    created_at: Ts::from(base + time::Duration::seconds(secs)),
+                };
+                diesel::insert_into(tenants::table).values(&row).execute(conn).await.db()?;
+            }
+            tenants::table
+                .order(tenants::created_at.asc())
+                .select(tenants::name)
+                .load(conn)
+                .await
+                .db()
+        })
+    }
+    .await;
+    assert_eq!(result.unwrap_or_else(|e| panic!("{e}")), ["t1", "t2", "t0"]);
+});
+
+db_test!(ping_answers, |db| {
+    db.pool.ping().await.unwrap_or_else(|e| panic!("{e}"));
+});
+
+#[tokio::test]
+async fn redis_cache_conformance() {
+    let Some(url) = redis_url() else {
+        eprintln!("skipped: TEST_REDIS_URL is not set, Redis cache not checked");
+        return;
+    };
+    let prefix = format!("steward-test:{}:", uuid::Uuid::new_v4().simple());
+    let handle = steward_store::redis::RedisHandle::new(&url, &prefix, std::time::Duration::from_secs(2))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let cache = steward_store::redis::RedisCache(handle);
+    steward_core::cache::conformance::run(&cache, "c")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[tokio::test]
+async fn redis_bus_conformance() {
+    let Some(url) = redis_url() else {
+        eprintln!("skipped: TEST_REDIS_URL is not set, Redis bus not checked");
+        return;
+    };
+    let prefix = format!("steward-test:{}:", uuid::Uuid::new_v4().simple());
+    let handle = steward_store::redis::RedisHandle::new(&url, &prefix, std::time::Duration::from_secs(2))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let bus = steward_store::redis::RedisBus::new(handle);
+    steward_core::bus::conformance::run(&bus, "b")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+// The column types are used by name in the schema; keep them exported.
+#[allow(dead_code)]
+fn _types_are_public(_: DbUuid, _: DbTime, _: DbJson) {}

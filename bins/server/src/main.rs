@@ -1,1 +1,61 @@
-fn main() {}
+//! `steward`: the server. Configuration comes from the environment (see docs/configuration.md).
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use actix_web::{web, HttpServer};
+use steward_server::{build_app, telemetry, AppState, Settings};
+
+fn main() -> ExitCode {
+    let settings = match Settings::from_env() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("steward: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    telemetry::init_logging(settings.log_level, settings.log_json);
+    match actix_web::rt::System::new().block_on(run(settings)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %format!("{e:#}"), "start-up failed");
+            eprintln!("steward: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(settings: Settings) -> anyhow::Result<()> {
+    let addr = (settings.host, settings.port);
+    tracing::info!(
+        version = steward_core::VERSION,
+        environment = settings.environment.as_str(),
+        database = ?settings.database,
+        cache = if settings.redis_url.is_some() { "redis" } else { "in-process" },
+        "starting"
+    );
+    let state = web::Data::new(AppState::start(settings).await?);
+
+    let metrics = state.metrics.clone();
+    actix_web::rt::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(5));
+        loop {
+            tick.tick().await;
+            if let Some(m) = &metrics {
+                m.run_upkeep();
+            }
+        }
+    });
+
+    let data = state.clone();
+    let server = HttpServer::new(move || build_app(data.clone()))
+        .bind(addr)
+        .map_err(|e| anyhow::anyhow!("cannot listen on {}:{}: {e}", addr.0, addr.1))?;
+    for a in server.addrs() {
+        tracing::info!("Steward {} listening on http://{a}", steward_core::VERSION);
+    }
+    // SIGTERM / SIGINT: stop accepting, let in-flight requests finish for up to 10 s, exit 0.
+    server.shutdown_timeout(10).run().await?;
+    tracing::info!("stopped");
+    Ok(())
+}

@@ -246,7 +246,11 @@ impl<F: Fn(&str) -> Option<String>> Reader<F> {
     fn float(&mut self, name: &str, default: f64, min: f64, max: f64) -> f64 {
         let v: f64 = self.parse(name, default, "a number");
         if !(min..=max).contains(&v) || v.is_nan() {
-            self.fail(name, &v.to_string(), format!("must be between {min} and {max}"));
+            self.fail(
+                name,
+                &v.to_string(),
+                format!("must be between {min} and {max}"),
+            );
             return default;
         }
         v
@@ -308,7 +312,10 @@ impl Settings {
         };
         let redis_url = r.optional("REDIS_URL");
         if let Some(u) = &redis_url {
-            if !(u.starts_with("redis://") || u.starts_with("rediss://") || u.starts_with("unix://")) {
+            if !(u.starts_with("redis://")
+                || u.starts_with("rediss://")
+                || u.starts_with("unix://"))
+            {
                 r.errors
                     .push("REDIS_URL: expected a redis://, rediss:// or unix:// URL".to_owned());
             }
@@ -319,14 +326,21 @@ impl Settings {
         let access_token_expire_minutes = r.positive("ACCESS_TOKEN_EXPIRE_MINUTES", 60);
         let admin_api_key = r.string("ADMIN_API_KEY", DEV_ADMIN_API_KEY);
         let webhook_secret = r.string("WEBHOOK_SECRET", DEV_WEBHOOK_SECRET);
-        let super_admin_email = r.string("SUPER_ADMIN_EMAIL", "admin@steward.local").to_lowercase();
+        let super_admin_email = r
+            .string("SUPER_ADMIN_EMAIL", "admin@steward.local")
+            .to_lowercase();
         if !super_admin_email.contains('@') {
-            r.errors
-                .push(format!("SUPER_ADMIN_EMAIL={super_admin_email:?}: expected an email address"));
+            r.errors.push(format!(
+                "SUPER_ADMIN_EMAIL={super_admin_email:?}: expected an email address"
+            ));
         }
         let super_admin_password = r.string("SUPER_ADMIN_PASSWORD", DEV_SUPER_ADMIN_PASSWORD);
         let environment = match r
-            .one_of("ENVIRONMENT", "development", &["development", "test", "staging", "production"])
+            .one_of(
+                "ENVIRONMENT",
+                "development",
+                &["development", "test", "staging", "production"],
+            )
             .as_str()
         {
             "test" => Environment::Test,
@@ -334,20 +348,31 @@ impl Settings {
             "production" => Environment::Production,
             _ => Environment::Development,
         };
-        let frontend_url = r.string("FRONTEND_URL", "").trim_end_matches('/').to_owned();
+        let frontend_url = r
+            .string("FRONTEND_URL", "")
+            .trim_end_matches('/')
+            .to_owned();
         let agent_inactivity_seconds = r.positive("AGENT_INACTIVITY_SECONDS", 300);
         let hitl_risk_threshold = r.float("HITL_RISK_THRESHOLD", 0.8, 0.0, 1.0);
         let audit_signing_enabled = r.bool("AUDIT_SIGNING_ENABLED", true);
-        let audit_signing_key = r.optional("AUDIT_SIGNING_KEY").unwrap_or_else(|| secret_key.clone());
+        let audit_signing_key = r
+            .optional("AUDIT_SIGNING_KEY")
+            .unwrap_or_else(|| secret_key.clone());
         let audit_retention_days = r.positive("AUDIT_RETENTION_DAYS", 90);
-        let export_storage_path = PathBuf::from(r.string("EXPORT_STORAGE_PATH", "./storage/exports"));
-        let max_request_body_bytes = r.parse::<usize>("MAX_REQUEST_BODY_BYTES", 1_048_576, "a byte count");
+        let export_storage_path =
+            PathBuf::from(r.string("EXPORT_STORAGE_PATH", "./storage/exports"));
+        let max_request_body_bytes =
+            r.parse::<usize>("MAX_REQUEST_BODY_BYTES", 1_048_576, "a byte count");
         if max_request_body_bytes < 1024 {
             r.errors
                 .push("MAX_REQUEST_BODY_BYTES: must be at least 1024".to_owned());
         }
         let log_level = match r
-            .one_of("LOG_LEVEL", "info", &["debug", "info", "warning", "warn", "error"])
+            .one_of(
+                "LOG_LEVEL",
+                "info",
+                &["debug", "info", "warning", "warn", "error"],
+            )
             .as_str()
         {
             "debug" => LogLevel::Debug,
@@ -362,13 +387,18 @@ impl Settings {
         let anomaly = AnomalySettings {
             model_backend: r.one_of("ANOMALY_MODEL_BACKEND", "hybrid", &backends),
             ml_timeout_seconds: r.float("ANOMALY_ML_TIMEOUT_SECONDS", 0.3, 0.001, 60.0),
-            onnx_model_path: PathBuf::from(
-                r.string("ANOMALY_ONNX_MODEL_PATH", "./models/anomaly/anomaly_model.onnx"),
-            ),
+            onnx_model_path: PathBuf::from(r.string(
+                "ANOMALY_ONNX_MODEL_PATH",
+                "./models/anomaly/anomaly_model.onnx",
+            )),
             external_enabled: r.bool("ANOMALY_EXTERNAL_ENABLED", false),
             external_url: r.url("ANOMALY_EXTERNAL_URL"),
             risk_ml_weight: r.float("ANOMALY_RISK_ML_WEIGHT", 0.4, 0.0, 1.0),
-            auto_retrain_events: r.parse("ANOMALY_AUTO_RETRAIN_EVENTS", 100, "a non-negative integer"),
+            auto_retrain_events: r.parse(
+                "ANOMALY_AUTO_RETRAIN_EVENTS",
+                100,
+                "a non-negative integer",
+            ),
             threshold: r.float("ANOMALY_THRESHOLD", 0.6, 0.0, 1.0),
             contamination: r.float("ANOMALY_CONTAMINATION", 0.1, 0.0001, 0.5),
             min_training_samples: r.positive("ANOMALY_MIN_TRAINING_SAMPLES", 50),
@@ -387,7 +417,9 @@ impl Settings {
             ml_weight: r.float("GUARD_ML_WEIGHT", 0.5, 0.0, 1.0),
             policy_engine_weight: r.float("GUARD_POLICY_ENGINE_WEIGHT", 0.2, 0.0, 1.0),
             cache_ttl_seconds: r.parse("GUARD_CACHE_TTL_SECONDS", 300, "a number of seconds"),
-            model_path: PathBuf::from(r.string("GUARD_MODEL_PATH", "./models/guard/guard_model.pkl")),
+            model_path: PathBuf::from(
+                r.string("GUARD_MODEL_PATH", "./models/guard/guard_model.pkl"),
+            ),
             model_backend: r.one_of("GUARD_MODEL_BACKEND", "hybrid", &backends),
             min_training_samples: r.positive("GUARD_MIN_TRAINING_SAMPLES", 100),
             external_enabled: r.bool("GUARD_EXTERNAL_ENABLED", false),
@@ -395,17 +427,17 @@ impl Settings {
             max_prompt_chars: r.parse("GUARD_MAX_PROMPT_CHARS", 32_768, "a character count"),
         };
         if guard.threshold_warn > guard.threshold_block {
-            r.errors.push(
-                "GUARD_THRESHOLD_WARN: must not be above GUARD_THRESHOLD_BLOCK".to_owned(),
-            );
+            r.errors
+                .push("GUARD_THRESHOLD_WARN: must not be above GUARD_THRESHOLD_BLOCK".to_owned());
         }
 
         let providers_raw = r.string("SSO_PROVIDERS_JSON", "[]");
         let providers = match serde_json::from_str::<serde_json::Value>(&providers_raw) {
             Ok(serde_json::Value::Array(items)) if items.iter().all(|i| i.is_object()) => items,
             _ => {
-                r.errors
-                    .push("SSO_PROVIDERS_JSON: expected a JSON array of provider objects".to_owned());
+                r.errors.push(
+                    "SSO_PROVIDERS_JSON: expected a JSON array of provider objects".to_owned(),
+                );
                 Vec::new()
             }
         };
@@ -427,7 +459,8 @@ impl Settings {
             }
             Err(_) => {
                 r.errors.push(
-                    "SSO_ROLE_MAPPING_JSON: expected a JSON object of group name to role".to_owned(),
+                    "SSO_ROLE_MAPPING_JSON: expected a JSON object of group name to role"
+                        .to_owned(),
                 );
                 BTreeMap::new()
             }
@@ -446,7 +479,11 @@ impl Settings {
         let siem = SiemSettings {
             enabled: r.bool("SIEM_ENABLED", false),
             format: r.one_of("SIEM_FORMAT", "syslog", &["syslog", "cef", "leef", "jsonl"]),
-            transport: r.one_of("SIEM_TRANSPORT", "auto", &["auto", "syslog", "splunk", "elk"]),
+            transport: r.one_of(
+                "SIEM_TRANSPORT",
+                "auto",
+                &["auto", "syslog", "splunk", "elk"],
+            ),
             host: r.string("SIEM_HOST", "localhost"),
             port: r.parse("SIEM_PORT", 514, "a port number (0-65535)"),
             tls: r.bool("SIEM_TLS", false),
@@ -463,7 +500,8 @@ impl Settings {
             elk_password: r.optional("ELK_PASSWORD").map(Secret),
         };
 
-        let integration_agent_framework_enabled = r.bool("INTEGRATION_AGENT_FRAMEWORK_ENABLED", true);
+        let integration_agent_framework_enabled =
+            r.bool("INTEGRATION_AGENT_FRAMEWORK_ENABLED", true);
         let integration_model_provider_enabled = r.bool("INTEGRATION_MODEL_PROVIDER_ENABLED", true);
 
         if environment == Environment::Production {
@@ -471,7 +509,11 @@ impl Settings {
                 ("SECRET_KEY", &secret_key, DEV_SECRET_KEY),
                 ("ADMIN_API_KEY", &admin_api_key, DEV_ADMIN_API_KEY),
                 ("WEBHOOK_SECRET", &webhook_secret, DEV_WEBHOOK_SECRET),
-                ("SUPER_ADMIN_PASSWORD", &super_admin_password, DEV_SUPER_ADMIN_PASSWORD),
+                (
+                    "SUPER_ADMIN_PASSWORD",
+                    &super_admin_password,
+                    DEV_SUPER_ADMIN_PASSWORD,
+                ),
             ] {
                 if r.raw(name).is_none() || value == default {
                     r.errors.push(format!(
@@ -481,7 +523,8 @@ impl Settings {
             }
             if secret_key.chars().count() < 32 {
                 r.errors.push(
-                    "SECRET_KEY: must be at least 32 characters when ENVIRONMENT=production".to_owned(),
+                    "SECRET_KEY: must be at least 32 characters when ENVIRONMENT=production"
+                        .to_owned(),
                 );
             }
         }
@@ -540,7 +583,10 @@ mod tests {
     fn defaults_are_the_contract_defaults() {
         let s = settings(&[]).unwrap();
         assert_eq!(s.port, 8080);
-        assert_eq!(s.database, DbTarget::Sqlite(PathBuf::from("./data/steward.db")));
+        assert_eq!(
+            s.database,
+            DbTarget::Sqlite(PathBuf::from("./data/steward.db"))
+        );
         assert_eq!(s.access_token_expire_minutes, 60);
         assert_eq!(s.max_request_body_bytes, 1_048_576);
         assert_eq!(s.environment, Environment::Development);
@@ -552,9 +598,13 @@ mod tests {
 
     #[test]
     fn bad_values_name_every_variable() {
-        let err = settings(&[("PORT", "abc"), ("LOG_JSON_FORMAT", "maybe"), ("DATABASE_URL", "mysql://x")])
-            .unwrap_err()
-            .to_string();
+        let err = settings(&[
+            ("PORT", "abc"),
+            ("LOG_JSON_FORMAT", "maybe"),
+            ("DATABASE_URL", "mysql://x"),
+        ])
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("PORT"), "{err}");
         assert!(err.contains("LOG_JSON_FORMAT"), "{err}");
         assert!(err.contains("DATABASE_URL"), "{err}");
@@ -562,8 +612,15 @@ mod tests {
 
     #[test]
     fn production_refuses_development_secrets() {
-        let err = settings(&[("ENVIRONMENT", "production")]).unwrap_err().to_string();
-        for name in ["SECRET_KEY", "ADMIN_API_KEY", "WEBHOOK_SECRET", "SUPER_ADMIN_PASSWORD"] {
+        let err = settings(&[("ENVIRONMENT", "production")])
+            .unwrap_err()
+            .to_string();
+        for name in [
+            "SECRET_KEY",
+            "ADMIN_API_KEY",
+            "WEBHOOK_SECRET",
+            "SUPER_ADMIN_PASSWORD",
+        ] {
             assert!(err.contains(name), "{name} missing from {err}");
         }
         let short = settings(&[

@@ -72,7 +72,9 @@ pub mod conformance {
         match tokio::time::timeout(Duration::from_secs(5), rx.recv()).await {
             Ok(Ok(m)) => Ok(m),
             Ok(Err(e)) => Err(Error::internal_msg(format!("bus conformance: {what}: {e}"))),
-            Err(_) => Err(Error::internal_msg(format!("bus conformance: {what}: timed out"))),
+            Err(_) => Err(Error::internal_msg(format!(
+                "bus conformance: {what}: timed out"
+            ))),
         }
     }
 
@@ -88,16 +90,27 @@ pub mod conformance {
         bus.publish(&a, b"two").await?;
         bus.publish(&b, b"other").await?;
         for rx in [&mut rx1, &mut rx2] {
-            if recv(rx, "first message").await? != b"one" || recv(rx, "second message").await? != b"two" {
-                return Err(Error::internal_msg("bus conformance: messages out of order"));
+            if recv(rx, "first message").await? != b"one"
+                || recv(rx, "second message").await? != b"two"
+            {
+                return Err(Error::internal_msg(
+                    "bus conformance: messages out of order",
+                ));
             }
         }
         if recv(&mut rx_b, "channel b").await? != b"other" {
-            return Err(Error::internal_msg("bus conformance: wrong message on channel b"));
+            return Err(Error::internal_msg(
+                "bus conformance: wrong message on channel b",
+            ));
         }
         // Nothing from channel a leaks into channel b.
-        if tokio::time::timeout(Duration::from_millis(200), rx_b.recv()).await.is_ok() {
-            return Err(Error::internal_msg("bus conformance: channels are not separate"));
+        if tokio::time::timeout(Duration::from_millis(200), rx_b.recv())
+            .await
+            .is_ok()
+        {
+            return Err(Error::internal_msg(
+                "bus conformance: channels are not separate",
+            ));
         }
         Ok(())
     }

@@ -58,7 +58,9 @@ impl MemoryCache {
     }
 
     fn wrote(&self, map: &mut HashMap<String, Entry>) {
-        let n = self.writes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let n = self
+            .writes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if n % 1024 == 1023 {
             let now = Instant::now();
             map.retain(|_, e| e.live(now));
@@ -75,7 +77,10 @@ impl Cache for MemoryCache {
     async fn get(&self, key: &str) -> Result<Option<Vec<u8>>> {
         let map = self.lock();
         let now = Instant::now();
-        Ok(map.get(key).filter(|e| e.live(now)).map(|e| e.value.clone()))
+        Ok(map
+            .get(key)
+            .filter(|e| e.live(now))
+            .map(|e| e.value.clone()))
     }
 
     async fn set(&self, key: &str, value: &[u8], ttl: Option<Duration>) -> Result<()> {
@@ -177,20 +182,38 @@ pub mod conformance {
     pub async fn run(cache: &dyn Cache, ns: &str) -> Result<()> {
         let k = |s: &str| format!("{ns}:{s}");
         cache.ping().await?;
-        check(cache.get(&k("absent")).await?.is_none(), "absent key reads None")?;
+        check(
+            cache.get(&k("absent")).await?.is_none(),
+            "absent key reads None",
+        )?;
 
         cache.set(&k("a"), b"1", None).await?;
-        check(cache.get(&k("a")).await?.as_deref() == Some(&b"1"[..]), "set then get")?;
+        check(
+            cache.get(&k("a")).await?.as_deref() == Some(&b"1"[..]),
+            "set then get",
+        )?;
         cache.set(&k("a"), b"2", None).await?;
-        check(cache.get(&k("a")).await?.as_deref() == Some(&b"2"[..]), "overwrite")?;
+        check(
+            cache.get(&k("a")).await?.as_deref() == Some(&b"2"[..]),
+            "overwrite",
+        )?;
 
-        check(!cache.set_nx(&k("a"), b"3", None).await?, "set_nx on present key")?;
-        check(cache.set_nx(&k("b"), b"x", None).await?, "set_nx on absent key")?;
+        check(
+            !cache.set_nx(&k("a"), b"3", None).await?,
+            "set_nx on present key",
+        )?;
+        check(
+            cache.set_nx(&k("b"), b"x", None).await?,
+            "set_nx on absent key",
+        )?;
 
         check(cache.delete(&k("a")).await?, "delete present")?;
         check(!cache.delete(&k("a")).await?, "delete absent")?;
 
-        check(cache.take(&k("b")).await?.as_deref() == Some(&b"x"[..]), "take returns")?;
+        check(
+            cache.take(&k("b")).await?.as_deref() == Some(&b"x"[..]),
+            "take returns",
+        )?;
         check(cache.take(&k("b")).await?.is_none(), "take removes")?;
 
         check(cache.incr(&k("n"), 2, None).await? == 2, "incr from zero")?;
@@ -199,9 +222,15 @@ pub mod conformance {
         cache
             .set(&k("ttl"), b"v", Some(Duration::from_millis(200)))
             .await?;
-        check(cache.get(&k("ttl")).await?.is_some(), "ttl key before expiry")?;
+        check(
+            cache.get(&k("ttl")).await?.is_some(),
+            "ttl key before expiry",
+        )?;
         tokio::time::sleep(Duration::from_millis(1200)).await;
-        check(cache.get(&k("ttl")).await?.is_none(), "ttl key after expiry")?;
+        check(
+            cache.get(&k("ttl")).await?.is_none(),
+            "ttl key after expiry",
+        )?;
         check(
             cache.set_nx(&k("ttl"), b"w", None).await?,
             "set_nx after expiry",
@@ -220,6 +249,9 @@ mod tests {
     #[tokio::test]
     async fn memory_cache_conformance() {
         let cache = MemoryCache::new();
-        conformance::run(&cache, "t").await.map_err(|e| e.to_string()).unwrap_or_else(|e| panic!("{e}"));
+        conformance::run(&cache, "t")
+            .await
+            .map_err(|e| e.to_string())
+            .unwrap_or_else(|e| panic!("{e}"));
     }
 }

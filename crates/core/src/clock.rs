@@ -69,14 +69,19 @@ pub mod serde_ts {
         use serde::{Deserialize, Deserializer, Serializer};
         use time::OffsetDateTime;
 
-        pub fn serialize<S: Serializer>(t: &Option<OffsetDateTime>, s: S) -> Result<S::Ok, S::Error> {
+        pub fn serialize<S: Serializer>(
+            t: &Option<OffsetDateTime>,
+            s: S,
+        ) -> Result<S::Ok, S::Error> {
             match t {
                 Some(t) => s.serialize_str(&super::super::format_timestamp(*t)),
                 None => s.serialize_none(),
             }
         }
 
-        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<OffsetDateTime>, D::Error> {
+        pub fn deserialize<'de, D: Deserializer<'de>>(
+            d: D,
+        ) -> Result<Option<OffsetDateTime>, D::Error> {
             let s = Option::<String>::deserialize(d)?;
             match s {
                 None => Ok(None),

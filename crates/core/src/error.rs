@@ -98,7 +98,6 @@ impl ErrorKind {
     pub fn from_status(status: u16) -> ErrorKind {
         use ErrorKind::*;
         match status {
-            400 => BadRequest,
             401 => MissingCredentials,
             403 => Forbidden,
             404 => NotFound,
@@ -107,6 +106,7 @@ impl ErrorKind {
             413 => PayloadTooLarge,
             422 => ValidationFailed,
             503 => Unavailable,
+            400..=499 => BadRequest,
             _ => Internal,
         }
     }

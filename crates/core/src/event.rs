@@ -27,7 +27,12 @@ pub struct Event {
 }
 
 impl Event {
-    pub fn new(kind: impl Into<String>, tenant_id: TenantId, severity: Severity, data: Value) -> Self {
+    pub fn new(
+        kind: impl Into<String>,
+        tenant_id: TenantId,
+        severity: Severity,
+        data: Value,
+    ) -> Self {
         Self {
             kind: kind.into(),
             tenant_id,

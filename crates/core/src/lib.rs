@@ -3,6 +3,7 @@
 //!
 //! This crate knows nothing about HTTP, SQL or Redis.
 
+pub mod body;
 pub mod bus;
 pub mod cache;
 pub mod clock;
@@ -14,6 +15,7 @@ pub mod principal;
 pub mod role;
 pub mod validate;
 
+pub use body::{Body, FromJson};
 pub use bus::{EventBus, MemoryBus};
 pub use cache::{Cache, MemoryCache};
 pub use clock::{Clock, SystemClock};

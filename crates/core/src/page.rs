@@ -35,7 +35,10 @@ impl PageRequest {
         let limit = query.int("limit", 1, None);
         let skip = match (skip, offset) {
             (Some(s), Some(o)) if s != o => {
-                query.error("offset", "conflicts with skip; give one of them or the same value");
+                query.error(
+                    "offset",
+                    "conflicts with skip; give one of them or the same value",
+                );
                 s
             }
             (Some(s), _) => s,

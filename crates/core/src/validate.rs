@@ -194,7 +194,13 @@ impl<'a> Fields<'a> {
         self.get(name).is_some()
     }
 
-    fn string_checked(&mut self, name: &str, v: &'a Value, min: usize, max: usize) -> Option<&'a str> {
+    fn string_checked(
+        &mut self,
+        name: &str,
+        v: &'a Value,
+        min: usize,
+        max: usize,
+    ) -> Option<&'a str> {
         match v.as_str() {
             None => {
                 self.error(name, "must be a string");
@@ -424,7 +430,10 @@ mod tests {
         f.optional_bool("enabled");
         f.optional_str_array("tags", 10);
         f.required_str("missing", 1, 10);
-        assert_eq!(fields_of(f.finish()), ["name", "enabled", "tags[1]", "missing"]);
+        assert_eq!(
+            fields_of(f.finish()),
+            ["name", "enabled", "tags[1]", "missing"]
+        );
     }
 
     #[test]

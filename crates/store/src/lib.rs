@@ -18,10 +18,11 @@ use steward_core::{Error, ErrorKind};
 /// connection is "unavailable", the rest is internal (the cause goes to the log only).
 pub fn db_error(e: DieselError) -> Error {
     match &e {
-        DieselError::DatabaseError(DatabaseErrorKind::UniqueViolation, _) => {
-            Error::new(ErrorKind::Conflict, "a record with the same unique value already exists")
-                .with_source(e)
-        }
+        DieselError::DatabaseError(DatabaseErrorKind::UniqueViolation, _) => Error::new(
+            ErrorKind::Conflict,
+            "a record with the same unique value already exists",
+        )
+        .with_source(e),
         DieselError::DatabaseError(DatabaseErrorKind::ClosedConnection, _)
         | DieselError::DatabaseError(DatabaseErrorKind::UnableToSendCommand, _) => {
             Error::unavailable("database", e)

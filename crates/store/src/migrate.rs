@@ -108,11 +108,13 @@ pub fn redo_each_blocking(target: &DbTarget) -> Result<usize> {
     match target {
         DbTarget::Postgres(url) => {
             let mut conn = pg_connect(url)?;
-            redo_each_on::<_, Pg>(&mut conn, || POSTGRES).map_err(|e| fail("migration redo failed", e))
+            redo_each_on::<_, Pg>(&mut conn, || POSTGRES)
+                .map_err(|e| fail("migration redo failed", e))
         }
         DbTarget::Sqlite(path) => {
             let mut conn = sqlite_connect(path)?;
-            redo_each_on::<_, Sqlite>(&mut conn, || SQLITE).map_err(|e| fail("migration redo failed", e))
+            redo_each_on::<_, Sqlite>(&mut conn, || SQLITE)
+                .map_err(|e| fail("migration redo failed", e))
         }
     }
 }
@@ -133,7 +135,8 @@ pub fn versions_in(dir: &Path) -> std::io::Result<Vec<String>> {
 /// Checks that `root/postgres` and `root/sqlite` list the same versions, each with an
 /// `up.sql` and a `down.sql`. Returns the versions, or a description of every difference.
 pub fn check_parity(root: &Path) -> std::result::Result<Vec<String>, String> {
-    let pg = versions_in(&root.join("postgres")).map_err(|e| format!("migrations/postgres: {e}"))?;
+    let pg =
+        versions_in(&root.join("postgres")).map_err(|e| format!("migrations/postgres: {e}"))?;
     let lite = versions_in(&root.join("sqlite")).map_err(|e| format!("migrations/sqlite: {e}"))?;
     let mut problems = Vec::new();
     for v in pg.iter().filter(|v| !lite.contains(v)) {

@@ -6,7 +6,9 @@ use std::time::Duration;
 use deadpool::Runtime;
 use diesel::sqlite::SqliteConnection;
 use diesel_async::pooled_connection::deadpool::{Object, Pool};
-use diesel_async::pooled_connection::{AsyncDieselConnectionManager, ManagerConfig, PoolableConnection};
+use diesel_async::pooled_connection::{
+    AsyncDieselConnectionManager, ManagerConfig, PoolableConnection,
+};
 use diesel_async::sync_connection_wrapper::SyncConnectionWrapper;
 use diesel_async::{AsyncConnection, AsyncPgConnection, SimpleAsyncConnection};
 use futures_util::FutureExt;
@@ -60,7 +62,9 @@ impl DbTarget {
         if let Some(rest) = url.strip_prefix("sqlite://") {
             let path = rest.split('?').next().unwrap_or_default();
             if path.is_empty() {
-                return Err("a sqlite:// URL needs a file path, e.g. sqlite://./data/steward.db".into());
+                return Err(
+                    "a sqlite:// URL needs a file path, e.g. sqlite://./data/steward.db".into(),
+                );
             }
             Ok(DbTarget::Sqlite(PathBuf::from(path)))
         } else if let Some(rest) = url.strip_prefix("sqlite:") {
@@ -122,7 +126,9 @@ const SQLITE_PRAGMAS: &str = "PRAGMA journal_mode = WAL; \
      PRAGMA busy_timeout = 10000; \
      PRAGMA foreign_keys = ON;";
 
-fn sqlite_setup(url: &str) -> futures_util::future::BoxFuture<'_, diesel::ConnectionResult<SqliteConn>> {
+fn sqlite_setup(
+    url: &str,
+) -> futures_util::future::BoxFuture<'_, diesel::ConnectionResult<SqliteConn>> {
     async move {
         let mut conn = SqliteConn::establish(url).await?;
         conn.batch_execute(SQLITE_PRAGMAS)
@@ -137,7 +143,10 @@ fn sqlite_setup(url: &str) -> futures_util::future::BoxFuture<'_, diesel::Connec
 pub fn ensure_parent_dir(path: &Path) -> Result<()> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent).map_err(|e| {
-            Error::internal_msg(format!("cannot create the directory {}: {e}", parent.display()))
+            Error::internal_msg(format!(
+                "cannot create the directory {}: {e}",
+                parent.display()
+            ))
         })?;
     }
     Ok(())
@@ -248,6 +257,9 @@ mod tests {
 
     #[test]
     fn redacts_passwords() {
-        assert_eq!(redact_url("postgres://u:secret@h/db"), "postgres://u:***@h/db");
+        assert_eq!(
+            redact_url("postgres://u:secret@h/db"),
+            "postgres://u:***@h/db"
+        );
     }
 }

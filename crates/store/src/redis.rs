@@ -182,7 +182,9 @@ async fn forward(
                 }
                 Err(e) => tracing::warn!(channel = %channel, error = %e, "redis subscribe failed"),
             },
-            Err(e) => tracing::warn!(channel = %channel, error = %e, "redis pub/sub connection failed"),
+            Err(e) => {
+                tracing::warn!(channel = %channel, error = %e, "redis pub/sub connection failed")
+            }
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }

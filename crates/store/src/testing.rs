@@ -28,12 +28,16 @@ fn unique(prefix: &str) -> String {
 
 /// `TEST_DATABASE_URL` when set and not empty.
 pub fn postgres_url() -> Option<String> {
-    std::env::var("TEST_DATABASE_URL").ok().filter(|s| !s.is_empty())
+    std::env::var("TEST_DATABASE_URL")
+        .ok()
+        .filter(|s| !s.is_empty())
 }
 
 /// `TEST_REDIS_URL` when set and not empty.
 pub fn redis_url() -> Option<String> {
-    std::env::var("TEST_REDIS_URL").ok().filter(|s| !s.is_empty())
+    std::env::var("TEST_REDIS_URL")
+        .ok()
+        .filter(|s| !s.is_empty())
 }
 
 /// Appends a query parameter to a URL that may or may not already have a query.

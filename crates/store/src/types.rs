@@ -19,19 +19,25 @@ use time::OffsetDateTime;
 use uuid::Uuid;
 
 /// UUID column type.
-#[derive(diesel::sql_types::SqlType, diesel::query_builder::QueryId, Clone, Copy, Debug, Default)]
+#[derive(
+    diesel::sql_types::SqlType, diesel::query_builder::QueryId, Clone, Copy, Debug, Default,
+)]
 #[diesel(postgres_type(oid = 2950, array_oid = 2951))]
 #[diesel(sqlite_type(name = "Binary"))]
 pub struct DbUuid;
 
 /// Timestamp column type (UTC, microseconds).
-#[derive(diesel::sql_types::SqlType, diesel::query_builder::QueryId, Clone, Copy, Debug, Default)]
+#[derive(
+    diesel::sql_types::SqlType, diesel::query_builder::QueryId, Clone, Copy, Debug, Default,
+)]
 #[diesel(postgres_type(oid = 1184, array_oid = 1185))]
 #[diesel(sqlite_type(name = "Text"))]
 pub struct DbTime;
 
 /// JSON document column type.
-#[derive(diesel::sql_types::SqlType, diesel::query_builder::QueryId, Clone, Copy, Debug, Default)]
+#[derive(
+    diesel::sql_types::SqlType, diesel::query_builder::QueryId, Clone, Copy, Debug, Default,
+)]
 #[diesel(postgres_type(oid = 3802, array_oid = 3807))]
 #[diesel(sqlite_type(name = "Text"))]
 pub struct DbJson;

@@ -6,8 +6,8 @@ use diesel_async::RunQueryDsl;
 use serde_json::json;
 use steward_store::schema::tenants;
 use steward_store::testing::{redis_url, TestDb};
-use steward_store::{db_test, with_conn, DbResultExt, Id, Json, Ts};
 use steward_store::types::{DbJson, DbTime, DbUuid};
+use steward_store::{db_test, with_conn, DbResultExt, Id, Json, Ts};
 
 #[test]
 fn sqlite_migrations_redo_each_step() {
@@ -115,8 +115,9 @@ async fn redis_cache_conformance() {
         return;
     };
     let prefix = format!("steward-test:{}:", uuid::Uuid::new_v4().simple());
-    let handle = steward_store::redis::RedisHandle::new(&url, &prefix, std::time::Duration::from_secs(2))
-        .unwrap_or_else(|e| panic!("{e}"));
+    let handle =
+        steward_store::redis::RedisHandle::new(&url, &prefix, std::time::Duration::from_secs(2))
+            .unwrap_or_else(|e| panic!("{e}"));
     let cache = steward_store::redis::RedisCache(handle);
     steward_core::cache::conformance::run(&cache, "c")
         .await
@@ -130,8 +131,9 @@ async fn redis_bus_conformance() {
         return;
     };
     let prefix = format!("steward-test:{}:", uuid::Uuid::new_v4().simple());
-    let handle = steward_store::redis::RedisHandle::new(&url, &prefix, std::time::Duration::from_secs(2))
-        .unwrap_or_else(|e| panic!("{e}"));
+    let handle =
+        steward_store::redis::RedisHandle::new(&url, &prefix, std::time::Duration::from_secs(2))
+            .unwrap_or_else(|e| panic!("{e}"));
     let bus = steward_store::redis::RedisBus::new(handle);
     steward_core::bus::conformance::run(&bus, "b")
         .await

@@ -1,0 +1,136 @@
+//! The outermost middleware: request id, tracing span and access log, the early body-size
+//! check (413 from `Content-Length` alone), and the rule that every error is a problem document.
+
+use std::time::Instant;
+
+use actix_web::body::{BoxBody, MessageBody};
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::http::header::{self, HeaderName, HeaderValue};
+use actix_web::middleware::Next;
+use actix_web::{web, HttpMessage};
+use steward_core::ErrorKind;
+use tracing::Instrument;
+
+use crate::error::{problem_response, PROBLEM_JSON, REQUEST_ID};
+use crate::state::AppState;
+
+pub const REQUEST_ID_HEADER: &str = "x-request-id";
+
+/// The request id of a request (also in the `X-Request-Id` response header).
+#[derive(Clone, Debug)]
+pub struct RequestId(pub String);
+
+/// A client-supplied id is kept when it is short and printable; otherwise a new one is made.
+fn request_id_of(req: &ServiceRequest) -> String {
+    req.headers()
+        .get(REQUEST_ID_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty() && v.len() <= 128 && v.bytes().all(|b| b.is_ascii_graphic()))
+        .map(str::to_owned)
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string())
+}
+
+/// Paths whose error bodies are not problem documents (readiness answers its own body).
+fn keeps_own_error_body(path: &str) -> bool {
+    matches!(path, "/health/ready" | "/api/v1/health/ready")
+}
+
+fn declared_length(req: &ServiceRequest) -> Option<u64> {
+    req.headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse().ok())
+}
+
+fn fallback_detail(kind: ErrorKind, method: &str, path: &str) -> String {
+    match kind {
+        ErrorKind::NotFound => format!("no resource at {path}"),
+        ErrorKind::MethodNotAllowed => format!("{method} is not allowed on {path}"),
+        ErrorKind::PayloadTooLarge => "the request body is too large".to_owned(),
+        ErrorKind::BadRequest => "the request could not be understood".to_owned(),
+        ErrorKind::Internal => "an unexpected error occurred".to_owned(),
+        other => other.title().to_owned(),
+    }
+}
+
+pub async fn request_context(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
+    let started = Instant::now();
+    let id = request_id_of(&req);
+    req.extensions_mut().insert(RequestId(id.clone()));
+    let method = req.method().to_string();
+    let path = req.path().to_owned();
+    let span = tracing::info_span!("request", request_id = %id, method = %method, path = %path);
+    let limit = req
+        .app_data::<web::Data<AppState>>()
+        .map(|s| s.settings.max_request_body_bytes as u64);
+
+    let mut res: ServiceResponse<BoxBody> = REQUEST_ID
+        .scope(id.clone(), async {
+            if let (Some(limit), Some(len)) = (limit, declared_length(&req)) {
+                if len > limit {
+                    let detail = format!(
+                        "the request body of {len} bytes exceeds the limit of {limit} bytes"
+                    );
+                    let res = problem_response(ErrorKind::PayloadTooLarge, &detail, &[]);
+                    return Ok(req.into_response(res));
+                }
+            }
+            // Handler and extractor errors arrive as responses; an `Err` here comes from a
+            // middleware and is turned into a response by actix itself.
+            next.call(req)
+                .await
+                .map(|res| normalize(res.map_into_boxed_body(), &method, &path))
+        })
+        .instrument(span.clone())
+        .await?;
+
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        res.headers_mut()
+            .insert(HeaderName::from_static(REQUEST_ID_HEADER), v);
+    }
+    let status = res.status().as_u16();
+    let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+    span.in_scope(|| {
+        if status >= 500 {
+            tracing::warn!(status, elapsed_ms, "request served");
+        } else {
+            tracing::info!(status, elapsed_ms, "request served");
+        }
+    });
+    Ok(res)
+}
+
+/// Turns any error response that is not already a problem document into one.
+fn normalize(res: ServiceResponse<BoxBody>, method: &str, path: &str) -> ServiceResponse<BoxBody> {
+    let status = res.status().as_u16();
+    if status < 400 || keeps_own_error_body(path) {
+        return res;
+    }
+    let is_problem = res
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with(PROBLEM_JSON));
+    if is_problem {
+        return res;
+    }
+    let kind = ErrorKind::from_status(status);
+    if kind == ErrorKind::Internal {
+        if let Some(e) = res.response().error() {
+            tracing::error!(error = %e, "request failed");
+        }
+    }
+    let detail = fallback_detail(kind, method, path);
+    let (req, old) = res.into_parts();
+    // Statuses outside the contract's table become the nearest one of it (400 or 500).
+    let mut new = problem_response(kind, &detail, &[]);
+    for name in [header::ALLOW, header::WWW_AUTHENTICATE, header::RETRY_AFTER] {
+        if let Some(v) = old.headers().get(&name) {
+            new.headers_mut().insert(name.clone(), v.clone());
+        }
+    }
+    ServiceResponse::new(req, new)
+}

@@ -1,0 +1,101 @@
+//! The state shared by every request: settings, the store, cache and bus, metrics.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use metrics_exporter_prometheus::PrometheusHandle;
+use steward_core::{Cache, ErrorKind, EventBus, MemoryBus, MemoryCache};
+use steward_store::redis::{RedisBus, RedisCache, RedisHandle};
+use steward_store::{DbPool, DbSettings};
+
+use crate::settings::Settings;
+
+/// Everything a handler may need. Cheap to share (`web::Data` holds it in an `Arc`).
+pub struct AppState {
+    pub settings: Settings,
+    pub db: DbPool,
+    pub cache: Arc<dyn Cache>,
+    pub bus: Arc<dyn EventBus>,
+    pub metrics: Option<PrometheusHandle>,
+    pub started: Instant,
+}
+
+/// How long one readiness check may take.
+pub const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Start-up attempts at reaching the database before giving up (about 20 s).
+const DB_START_ATTEMPTS: u32 = 10;
+
+impl AppState {
+    /// Connects and migrates the store, builds the cache and bus, runs the first-boot
+    /// bootstrap. Errors stop the start.
+    pub async fn start(settings: Settings) -> anyhow::Result<AppState> {
+        let mut attempt = 1;
+        let report = loop {
+            match steward_store::migrate::run(&settings.database).await {
+                Ok(r) => break r,
+                Err(e) if e.kind == ErrorKind::Unavailable && attempt < DB_START_ATTEMPTS => {
+                    tracing::warn!(attempt, error = %e, "database not reachable yet; retrying");
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                }
+                Err(e) => anyhow::bail!("database migration failed: {e}"),
+            }
+        };
+        for version in &report.applied {
+            tracing::info!(version = %version, "migration applied");
+        }
+        let db = DbPool::new(&settings.database, &DbSettings::default())
+            .map_err(|e| anyhow::anyhow!("database pool: {e}"))?;
+
+        let (cache, bus): (Arc<dyn Cache>, Arc<dyn EventBus>) = match &settings.redis_url {
+            Some(url) => {
+                let handle = RedisHandle::new(url.expose(), "steward:", CHECK_TIMEOUT)
+                    .map_err(|e| anyhow::anyhow!("REDIS_URL: {e}"))?;
+                (
+                    Arc::new(RedisCache(handle.clone())),
+                    Arc::new(RedisBus::new(handle)),
+                )
+            }
+            None => (Arc::new(MemoryCache::new()), Arc::new(MemoryBus::new())),
+        };
+        if let Err(e) = cache.ping().await {
+            // Not fatal: readiness reports it until the cache answers.
+            tracing::warn!(error = %e, "the cache does not answer yet");
+        }
+
+        let outcome = steward_identity::bootstrap(
+            &db,
+            &settings.super_admin_email,
+            settings.super_admin_password.expose(),
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("first-boot bootstrap failed: {e}"))?;
+        if let steward_identity::BootstrapOutcome::Created { tenant_created } = outcome {
+            tracing::info!(
+                email = %settings.super_admin_email,
+                tenant_created,
+                "first boot: super admin created"
+            );
+        }
+
+        Ok(AppState::new(settings, db, cache, bus))
+    }
+
+    /// Assembles the state from connected parts (no migration, no bootstrap).
+    pub fn new(
+        settings: Settings,
+        db: DbPool,
+        cache: Arc<dyn Cache>,
+        bus: Arc<dyn EventBus>,
+    ) -> AppState {
+        AppState {
+            settings,
+            db,
+            cache,
+            bus,
+            metrics: crate::metrics::install(),
+            started: Instant::now(),
+        }
+    }
+}

@@ -4,6 +4,7 @@
 //! Handlers stay thin: extract, call one service method, map the result.
 
 pub mod app;
+pub mod auth;
 pub mod error;
 pub mod extract;
 pub mod metrics;

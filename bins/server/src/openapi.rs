@@ -2,7 +2,7 @@
 
 use utoipa::OpenApi;
 
-use crate::routes::health;
+use crate::routes::{audit, health, identity, status};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -10,8 +10,20 @@ use crate::routes::health;
         title = "Steward",
         description = "Governance of AI agents: registry, policies, audit, anomalies, approvals, prompt guard.",
     ),
-    paths(health::root, health::health, health::ready, health::metrics),
+    paths(
+        health::root, health::health, health::ready, health::metrics, status::status,
+        identity::login, identity::logout, identity::me, identity::list_users, identity::create_user,
+        identity::create_key, identity::create_tenant,
+        audit::list, audit::verify,
+    ),
     components(schemas(health::RootInfo, health::Health, health::Readiness, health::Checks)),
-    tags((name = "health", description = "Platform info, health and metrics")),
+    tags(
+        (name = "health", description = "Platform info, health, status and metrics"),
+        (name = "auth", description = "Login, logout, current user"),
+        (name = "users", description = "User management"),
+        (name = "api-keys", description = "Personal API keys"),
+        (name = "tenants", description = "Tenant provisioning"),
+        (name = "audit", description = "The signed, hash-chained audit log"),
+    ),
 )]
 pub struct ApiDoc;

@@ -4,7 +4,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use metrics_exporter_prometheus::PrometheusHandle;
+use steward_audit::{AuditService, ChainHasher};
 use steward_core::{Cache, ErrorKind, EventBus, MemoryBus, MemoryCache};
+use steward_identity::{Identity, IdentityConfig, NoProvisioning};
 use steward_store::redis::{RedisBus, RedisCache, RedisHandle};
 use steward_store::{DbPool, DbSettings};
 
@@ -18,6 +20,8 @@ pub struct AppState {
     pub bus: Arc<dyn EventBus>,
     pub metrics: Option<PrometheusHandle>,
     pub started: Instant,
+    pub identity: Identity,
+    pub audit: AuditService,
 }
 
 /// How long one readiness check may take.
@@ -79,23 +83,52 @@ impl AppState {
             );
         }
 
-        Ok(AppState::new(settings, db, cache, bus))
+        AppState::new(settings, db, cache, bus).map_err(|e| anyhow::anyhow!("{e}"))
     }
 
-    /// Assembles the state from connected parts (no migration, no bootstrap).
+    /// Assembles the state and the domain services from connected parts (no migration, no
+    /// bootstrap).
     pub fn new(
         settings: Settings,
         db: DbPool,
         cache: Arc<dyn Cache>,
         bus: Arc<dyn EventBus>,
-    ) -> AppState {
-        AppState {
+    ) -> steward_core::Result<AppState> {
+        let signing_key = settings
+            .audit_signing_enabled
+            .then(|| settings.audit_signing_key.expose().as_bytes().to_vec());
+        let audit = AuditService::new(
+            db.clone(),
+            bus.clone(),
+            ChainHasher::new(signing_key.as_deref()),
+        );
+        let sso_providers = settings
+            .sso
+            .providers
+            .iter()
+            .filter_map(|p| p.get("id").and_then(|v| v.as_str()).map(str::to_owned))
+            .collect();
+        let identity = Identity::new(
+            db.clone(),
+            bus.clone(),
+            Arc::new(audit.clone()),
+            Arc::new(NoProvisioning),
+            IdentityConfig {
+                secret_key: settings.secret_key.expose().to_owned(),
+                token_minutes: settings.access_token_expire_minutes,
+                admin_api_key: settings.admin_api_key.expose().to_owned(),
+                sso_providers,
+            },
+        )?;
+        Ok(AppState {
             settings,
             db,
             cache,
             bus,
             metrics: crate::metrics::install(),
             started: Instant::now(),
-        }
+            identity,
+            audit,
+        })
     }
 }

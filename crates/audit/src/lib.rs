@@ -1,1 +1,8 @@
-//! The audit domain (see docs/architecture.md). Built in a later issue.
+//! The audit log: per-tenant hash-chained entries over RFC 8785 canonical JSON, with an
+//! optional HMAC-SHA256 signature; appends, queries and verification.
+
+pub mod chain;
+pub mod service;
+
+pub use chain::{canonical_bytes, ChainHasher, GENESIS_HASH};
+pub use service::{AuditEntry, AuditService, Verification};

@@ -45,3 +45,20 @@ impl Event {
 
 /// The bus channel carrying domain events.
 pub const EVENTS_CHANNEL: &str = "events";
+
+/// Publishes an event on the bus without waiting for delivery (errors are logged).
+pub fn publish(bus: &std::sync::Arc<dyn crate::EventBus>, event: Event) {
+    let bus = bus.clone();
+    let payload = match serde_json::to_vec(&event) {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::warn!(error = %e, kind = %event.kind, "event not serialisable");
+            return;
+        }
+    };
+    tokio::spawn(async move {
+        if let Err(e) = bus.publish(EVENTS_CHANNEL, &payload).await {
+            tracing::warn!(error = %e, "event not published");
+        }
+    });
+}

@@ -3,6 +3,8 @@
 //!
 //! This crate knows nothing about HTTP, SQL or Redis.
 
+pub mod audit;
+pub mod authz;
 pub mod body;
 pub mod bus;
 pub mod cache;
@@ -15,6 +17,8 @@ pub mod principal;
 pub mod role;
 pub mod validate;
 
+pub use audit::{AuditRecord, AuditWriter};
+pub use authz::Op;
 pub use body::{Body, FromJson};
 pub use bus::{EventBus, MemoryBus};
 pub use cache::{Cache, MemoryCache};

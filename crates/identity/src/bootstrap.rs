@@ -86,7 +86,7 @@ pub async fn bootstrap(db: &DbPool, email: &str, password: &str) -> Result<Boots
                     id: Id(uuid::Uuid::now_v7()),
                     tenant_id,
                     email: email_ref.clone(),
-                    full_name: Some("Super Admin".to_owned()),
+                    full_name: "Super Admin".to_owned(),
                     role: Role::SuperAdmin.as_str().to_owned(),
                     password_hash: Some(hash_ref.clone()),
                     is_active: true,
@@ -94,6 +94,7 @@ pub async fn bootstrap(db: &DbPool, email: &str, password: &str) -> Result<Boots
                     external_subject: None,
                     created_at: now,
                     updated_at: now,
+                    last_login_at: None,
                 };
                 diesel::insert_into(users::table).values(&user).execute(conn).await?;
                 Ok(tenant_created)

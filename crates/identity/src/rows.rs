@@ -19,7 +19,7 @@ pub struct UserRow {
     pub id: Id,
     pub tenant_id: Id,
     pub email: String,
-    pub full_name: Option<String>,
+    pub full_name: String,
     pub role: String,
     pub password_hash: Option<String>,
     pub is_active: bool,
@@ -27,6 +27,7 @@ pub struct UserRow {
     pub external_subject: Option<String>,
     pub created_at: Ts,
     pub updated_at: Ts,
+    pub last_login_at: Option<Ts>,
 }
 
 #[derive(Queryable, Selectable, Insertable, Clone, Debug)]

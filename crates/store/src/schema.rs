@@ -21,7 +21,7 @@ diesel::table! {
         id -> DbUuid,
         tenant_id -> DbUuid,
         email -> Text,
-        full_name -> Nullable<Text>,
+        full_name -> Text,
         role -> Text,
         password_hash -> Nullable<Text>,
         is_active -> Bool,
@@ -29,6 +29,7 @@ diesel::table! {
         external_subject -> Nullable<Text>,
         created_at -> DbTime,
         updated_at -> DbTime,
+        last_login_at -> Nullable<DbTime>,
     }
 }
 
@@ -52,6 +53,58 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::*;
+
+    revoked_tokens (jti) {
+        jti -> Text,
+        expires_at -> DbTime,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::*;
+
+    audit_heads (tenant_id) {
+        tenant_id -> DbUuid,
+        seq -> BigInt,
+        hash -> Text,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::*;
+
+    audit_entries (id) {
+        id -> DbUuid,
+        tenant_id -> DbUuid,
+        seq -> BigInt,
+        agent_id -> Nullable<DbUuid>,
+        user_id -> Nullable<DbUuid>,
+        action -> Text,
+        resource -> Text,
+        input -> DbJson,
+        output -> DbJson,
+        reasoning -> DbJson,
+        risk_score -> Double,
+        is_approved -> Bool,
+        timestamp -> DbTime,
+        prev_hash -> Text,
+        hash -> Text,
+        signature -> Nullable<Text>,
+    }
+}
+
 diesel::joinable!(users -> tenants (tenant_id));
 diesel::joinable!(api_keys -> tenants (tenant_id));
-diesel::allow_tables_to_appear_in_same_query!(tenants, users, api_keys);
+diesel::allow_tables_to_appear_in_same_query!(
+    tenants,
+    users,
+    api_keys,
+    revoked_tokens,
+    audit_heads,
+    audit_entries
+);

@@ -1,3 +1,4 @@
+DROP TABLE revoked_tokens;
 DROP TABLE api_keys;
 DROP TABLE users;
 DROP TABLE tenants;

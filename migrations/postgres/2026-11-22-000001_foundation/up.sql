@@ -5,20 +5,22 @@ CREATE TABLE tenants (
     settings jsonb NOT NULL DEFAULT '{}',
     created_at timestamptz NOT NULL
 );
-CREATE UNIQUE INDEX tenants_name_key ON tenants (name);
+-- Tenant names are unique regardless of case.
+CREATE UNIQUE INDEX tenants_name_key ON tenants (lower(name));
 
 CREATE TABLE users (
     id uuid PRIMARY KEY,
     tenant_id uuid NOT NULL REFERENCES tenants (id) ON DELETE CASCADE,
     email text NOT NULL,
-    full_name text,
+    full_name text NOT NULL DEFAULT '',
     role text NOT NULL CHECK (role IN ('super_admin', 'admin', 'security_analyst', 'developer', 'viewer')),
     password_hash text,
     is_active boolean NOT NULL DEFAULT true,
     auth_provider text,
     external_subject text,
     created_at timestamptz NOT NULL,
-    updated_at timestamptz NOT NULL
+    updated_at timestamptz NOT NULL,
+    last_login_at timestamptz
 );
 -- Emails are stored lower-cased; one account per address on the platform.
 CREATE UNIQUE INDEX users_email_key ON users (email);
@@ -43,3 +45,10 @@ CREATE TABLE api_keys (
 CREATE UNIQUE INDEX api_keys_hash_key ON api_keys (key_hash);
 CREATE INDEX api_keys_user_idx ON api_keys (user_id, created_at DESC);
 CREATE INDEX api_keys_tenant_idx ON api_keys (tenant_id, kind);
+
+-- Revoked access tokens (logout), kept until they would have expired anyway.
+CREATE TABLE revoked_tokens (
+    jti text PRIMARY KEY,
+    expires_at timestamptz NOT NULL
+);
+CREATE INDEX revoked_tokens_expires_idx ON revoked_tokens (expires_at);

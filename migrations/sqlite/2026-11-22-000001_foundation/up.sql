@@ -7,20 +7,22 @@ CREATE TABLE tenants (
     settings TEXT NOT NULL DEFAULT '{}',
     created_at TEXT NOT NULL
 );
-CREATE UNIQUE INDEX tenants_name_key ON tenants (name);
+-- Tenant names are unique regardless of case.
+CREATE UNIQUE INDEX tenants_name_key ON tenants (lower(name));
 
 CREATE TABLE users (
     id BLOB PRIMARY KEY NOT NULL CHECK (length(id) = 16),
     tenant_id BLOB NOT NULL REFERENCES tenants (id) ON DELETE CASCADE,
     email TEXT NOT NULL,
-    full_name TEXT,
+    full_name TEXT NOT NULL DEFAULT '',
     role TEXT NOT NULL CHECK (role IN ('super_admin', 'admin', 'security_analyst', 'developer', 'viewer')),
     password_hash TEXT,
     is_active INTEGER NOT NULL DEFAULT 1 CHECK (is_active IN (0, 1)),
     auth_provider TEXT,
     external_subject TEXT,
     created_at TEXT NOT NULL,
-    updated_at TEXT NOT NULL
+    updated_at TEXT NOT NULL,
+    last_login_at TEXT
 );
 CREATE UNIQUE INDEX users_email_key ON users (email);
 CREATE UNIQUE INDEX users_external_key ON users (auth_provider, external_subject)
@@ -44,3 +46,10 @@ CREATE TABLE api_keys (
 CREATE UNIQUE INDEX api_keys_hash_key ON api_keys (key_hash);
 CREATE INDEX api_keys_user_idx ON api_keys (user_id, created_at DESC);
 CREATE INDEX api_keys_tenant_idx ON api_keys (tenant_id, kind);
+
+-- Revoked access tokens (logout), kept until they would have expired anyway.
+CREATE TABLE revoked_tokens (
+    jti TEXT PRIMARY KEY NOT NULL,
+    expires_at TEXT NOT NULL
+);
+CREATE INDEX revoked_tokens_expires_idx ON revoked_tokens (expires_at);

@@ -1,6 +1,10 @@
 //! Route registration: one `configure` per area.
 
+pub mod audit;
 pub mod health;
+pub mod identity;
+pub mod reply;
+pub mod status;
 
 use actix_web::web;
 use utoipa::OpenApi;
@@ -22,5 +26,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 /// The versioned API.
 fn api_v1(cfg: &mut web::ServiceConfig) {
     cfg.service(web::resource("/health").route(web::get().to(health::health)))
-        .service(web::resource("/health/ready").route(web::get().to(health::ready)));
+        .service(web::resource("/health/ready").route(web::get().to(health::ready)))
+        .configure(identity::configure)
+        .configure(status::configure)
+        .configure(audit::configure);
 }

@@ -108,7 +108,9 @@ impl TestApp {
     ) -> TestApp {
         let bus: Arc<dyn EventBus> = Arc::new(MemoryBus::new());
         TestApp {
-            state: web::Data::new(AppState::new(settings, db, cache, bus)),
+            state: web::Data::new(
+                AppState::new(settings, db, cache, bus).unwrap_or_else(|e| panic!("{e}")),
+            ),
             db: None,
         }
     }

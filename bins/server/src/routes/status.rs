@@ -1,0 +1,64 @@
+//! `GET /api/v1/status`: platform status for the dashboard (contract 18).
+
+use actix_web::{web, HttpResponse};
+use serde_json::json;
+use steward_core::{clock, Op};
+
+use crate::auth::ApiCaller;
+use crate::error::ApiResult;
+use crate::routes::health::checks;
+use crate::routes::reply::ok;
+use crate::state::AppState;
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(web::resource("/status").route(web::get().to(status)));
+}
+
+fn uptime(secs: u64) -> String {
+    format!(
+        "{}d {}h {}m {}s",
+        secs / 86_400,
+        secs / 3600 % 24,
+        secs / 60 % 60,
+        secs % 60
+    )
+}
+
+fn online(up: bool) -> &'static str {
+    if up {
+        "online"
+    } else {
+        "offline"
+    }
+}
+
+/// Platform status: services, tenant, uptime.
+#[utoipa::path(get, path = "/api/v1/status", tag = "health", responses((status = 200)))]
+pub async fn status(state: web::Data<AppState>, caller: ApiCaller) -> ApiResult<HttpResponse> {
+    let p = caller.0;
+    p.authorize(Op::StatsRead)?;
+    let (c, tenant) = futures_util::join!(checks(&state), state.identity.tenant_summary(p.tenant));
+    let tenant = tenant?;
+    let all = c.database && c.cache && c.policy_engine;
+    ok(json!({
+        "status": if all { "online" } else { "degraded" },
+        "version": steward_core::VERSION,
+        "tenant": {"id": tenant.id, "name": tenant.name, "api_key_masked": tenant.api_key_masked},
+        "services": {
+            "database": online(c.database),
+            "cache": online(c.cache),
+            "policy_engine": online(c.policy_engine),
+        },
+        "uptime": uptime(state.started.elapsed().as_secs()),
+        "timestamp": clock::format_timestamp(clock::now()),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn uptime_format() {
+        assert_eq!(super::uptime(0), "0d 0h 0m 0s");
+        assert_eq!(super::uptime(90_061), "1d 1h 1m 1s");
+    }
+}

@@ -1,0 +1,381 @@
+//! Appending, reading and verifying audit entries.
+
+use std::sync::Arc;
+
+use diesel::prelude::*;
+use diesel_async::{AsyncConnection, RunQueryDsl};
+use scoped_futures::ScopedFutureExt;
+use serde::Serialize;
+use serde_json::{json, Value};
+use steward_core::clock::{self, format_timestamp};
+use steward_core::event::{publish, Event, Severity};
+use steward_core::page::MAX_LIMIT;
+use steward_core::validate::Query;
+use steward_core::{
+    parse_path_id, AgentId, AuditId, AuditRecord, AuditWriter, Error, EventBus, Op, Page,
+    PageRequest, Principal, Result, TenantId,
+};
+use steward_store::schema::{audit_entries, audit_heads};
+use steward_store::{with_conn, DbPool, DbResultExt, Id, Json, Ts};
+
+use crate::chain::{canonical_bytes, ChainHasher, SignedFields, GENESIS_HASH};
+
+/// An audit entry as the API emits it (contract 14.1).
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct AuditEntry {
+    pub id: String,
+    pub seq: i64,
+    pub tenant_id: String,
+    pub agent_id: Option<String>,
+    pub agent_name: Option<String>,
+    pub user_id: Option<String>,
+    pub action: String,
+    pub resource: String,
+    pub input: Value,
+    pub output: Value,
+    pub reasoning: Value,
+    pub risk_score: f64,
+    pub is_approved: bool,
+    pub timestamp: String,
+    pub prev_hash: String,
+    pub hash: String,
+    pub signature: Option<String>,
+}
+
+#[derive(Queryable, Selectable, Insertable, Clone, Debug)]
+#[diesel(table_name = audit_entries)]
+struct EntryRow {
+    id: Id,
+    tenant_id: Id,
+    seq: i64,
+    agent_id: Option<Id>,
+    user_id: Option<Id>,
+    action: String,
+    resource: String,
+    input: Json,
+    output: Json,
+    reasoning: Json,
+    risk_score: f64,
+    is_approved: bool,
+    timestamp: Ts,
+    prev_hash: String,
+    hash: String,
+    signature: Option<String>,
+}
+
+fn uuid_str(id: &Option<Id>) -> Option<String> {
+    id.map(|i| i.0.hyphenated().to_string())
+}
+
+impl EntryRow {
+    fn view(self) -> AuditEntry {
+        AuditEntry {
+            id: self.id.0.hyphenated().to_string(),
+            seq: self.seq,
+            tenant_id: self.tenant_id.0.hyphenated().to_string(),
+            agent_id: uuid_str(&self.agent_id),
+            agent_name: None,
+            user_id: uuid_str(&self.user_id),
+            action: self.action,
+            resource: self.resource,
+            input: self.input.0,
+            output: self.output.0,
+            reasoning: self.reasoning.0,
+            risk_score: self.risk_score,
+            is_approved: self.is_approved,
+            timestamp: format_timestamp(self.timestamp.0),
+            prev_hash: self.prev_hash,
+            hash: self.hash,
+            signature: self.signature,
+        }
+    }
+}
+
+impl AuditEntry {
+    fn signed_fields(&self) -> SignedFields<'_> {
+        SignedFields {
+            seq: self.seq,
+            id: &self.id,
+            tenant_id: &self.tenant_id,
+            agent_id: self.agent_id.as_deref(),
+            user_id: self.user_id.as_deref(),
+            action: &self.action,
+            resource: &self.resource,
+            input: &self.input,
+            output: &self.output,
+            reasoning: &self.reasoning,
+            risk_score: self.risk_score,
+            is_approved: self.is_approved,
+            timestamp: &self.timestamp,
+            prev_hash: &self.prev_hash,
+        }
+    }
+}
+
+/// The result of `GET /audit/verify`.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Verification {
+    pub valid: bool,
+    pub checked: i64,
+    pub first_bad_id: Option<String>,
+}
+
+/// The audit service.
+#[derive(Clone)]
+pub struct AuditService {
+    db: DbPool,
+    bus: Arc<dyn EventBus>,
+    hasher: ChainHasher,
+}
+
+/// Entries read per batch while verifying.
+const VERIFY_BATCH: i64 = 1000;
+
+impl AuditService {
+    pub fn new(db: DbPool, bus: Arc<dyn EventBus>, hasher: ChainHasher) -> Self {
+        Self { db, bus, hasher }
+    }
+
+    /// Appends an entry to its tenant's chain (serialised per tenant by the head row) and
+    /// publishes `audit.created`. Returns the stored entry.
+    pub async fn append(&self, record: AuditRecord) -> Result<AuditEntry> {
+        if !record.risk_score.is_finite() {
+            return Err(Error::invalid_field(
+                "risk_score",
+                "must be a finite number",
+            ));
+        }
+        let id = AuditId::new();
+        let now = clock::now();
+        let tenant = Id(record.tenant.0);
+        let hasher = &self.hasher;
+        let record = &record;
+        let row: EntryRow = with_conn!(&self.db, conn => {
+            conn.transaction::<_, diesel::result::Error, _>(|conn| {
+                async move {
+                    // The upsert is the transaction's first statement and a write: it takes the
+                    // tenant's head row lock (PostgreSQL) or the write lock (SQLite) at once.
+                    let (head_seq, head_hash): (i64, String) = diesel::insert_into(audit_heads::table)
+                        .values((
+                            audit_heads::tenant_id.eq(tenant),
+                            audit_heads::seq.eq(0i64),
+                            audit_heads::hash.eq(GENESIS_HASH),
+                        ))
+                        .on_conflict(audit_heads::tenant_id)
+                        .do_update()
+                        .set(audit_heads::seq.eq(audit_heads::seq))
+                        .returning((audit_heads::seq, audit_heads::hash))
+                        .get_result(conn)
+                        .await?;
+                    let mut view = AuditEntry {
+                        id: id.to_string(),
+                        seq: head_seq + 1,
+                        tenant_id: record.tenant.to_string(),
+                        agent_id: record.agent_id.map(|a| a.to_string()),
+                        agent_name: None,
+                        user_id: record.user_id.map(|u| u.to_string()),
+                        action: record.action.clone(),
+                        resource: record.resource.clone(),
+                        input: record.input.clone(),
+                        output: record.output.clone(),
+                        reasoning: json!(record.reasoning),
+                        risk_score: record.risk_score,
+                        is_approved: record.is_approved,
+                        timestamp: format_timestamp(now),
+                        prev_hash: head_hash,
+                        hash: String::new(),
+                        signature: None,
+                    };
+                    let canonical = canonical_bytes(&view.signed_fields());
+                    view.hash = ChainHasher::hash(&canonical);
+                    view.signature = hasher.sign(&canonical);
+                    let row = EntryRow {
+                        id: Id(id.0),
+                        tenant_id: tenant,
+                        seq: view.seq,
+                        agent_id: record.agent_id.map(|a| Id(a.0)),
+                        user_id: record.user_id.map(|u| Id(u.0)),
+                        action: view.action.clone(),
+                        resource: view.resource.clone(),
+                        input: Json(view.input.clone()),
+                        output: Json(view.output.clone()),
+                        reasoning: Json(view.reasoning.clone()),
+                        risk_score: view.risk_score,
+                        is_approved: view.is_approved,
+                        timestamp: Ts(now),
+                        prev_hash: view.prev_hash.clone(),
+                        hash: view.hash.clone(),
+                        signature: view.signature.clone(),
+                    };
+                    diesel::insert_into(audit_entries::table)
+                        .values(&row)
+                        .execute(conn)
+                        .await?;
+                    diesel::update(audit_heads::table.filter(audit_heads::tenant_id.eq(tenant)))
+                        .set((audit_heads::seq.eq(row.seq), audit_heads::hash.eq(&row.hash)))
+                        .execute(conn)
+                        .await?;
+                    Ok(row)
+                }
+                .scope_boxed()
+            })
+            .await
+            .db()
+        })?;
+        let entry = row.view();
+        publish(
+            &self.bus,
+            Event::new(
+                "audit.created",
+                record.tenant,
+                Severity::Info,
+                json!({
+                    "audit_id": entry.id,
+                    "agent_id": entry.agent_id,
+                    "action": entry.action,
+                    "resource": entry.resource,
+                    "risk_score": entry.risk_score,
+                }),
+            ),
+        );
+        Ok(entry)
+    }
+
+    /// `GET /audit`: filters `agent_id`, `action`, `resource`; newest first.
+    pub async fn list(
+        &self,
+        p: &Principal,
+        pairs: &[(String, String)],
+    ) -> Result<Page<AuditEntry>> {
+        p.authorize(Op::AuditRead)?;
+        let mut q = Query::new(pairs);
+        let page = PageRequest::read(&mut q, MAX_LIMIT);
+        let agent: Option<AgentId> = q.parse("agent_id", "a UUID");
+        let action = q.string("action").map(str::to_owned);
+        let resource = q.string("resource").map(str::to_owned);
+        q.finish()?;
+        let tenant = Id(p.tenant.0);
+        // A macro, not a closure: each backend arm gets its own boxed query type.
+        macro_rules! filtered {
+            () => {{
+                let mut query = audit_entries::table
+                    .filter(audit_entries::tenant_id.eq(tenant))
+                    .into_boxed();
+                if let Some(a) = agent {
+                    query = query.filter(audit_entries::agent_id.eq(Id(a.0)));
+                }
+                if let Some(a) = &action {
+                    query = query.filter(audit_entries::action.eq(a.clone()));
+                }
+                if let Some(r) = &resource {
+                    query = query.filter(audit_entries::resource.eq(r.clone()));
+                }
+                query
+            }};
+        }
+        let (total, rows): (i64, Vec<EntryRow>) = with_conn!(&self.db, conn => {
+            let total = filtered!().count().get_result(conn).await.db()?;
+            let rows = filtered!()
+                .order(audit_entries::seq.desc())
+                .offset(page.skip)
+                .limit(page.limit)
+                .select(EntryRow::as_select())
+                .load(conn)
+                .await
+                .db()?;
+            Ok::<_, Error>((total, rows))
+        })?;
+        Ok(Page::new(
+            rows.into_iter().map(EntryRow::view).collect(),
+            total,
+            page,
+        ))
+    }
+
+    /// `GET /audit/{id}`.
+    pub async fn get(&self, p: &Principal, id: &str) -> Result<AuditEntry> {
+        p.authorize(Op::AuditRead)?;
+        let id: AuditId = parse_path_id(id, "audit entry")?;
+        let tenant = Id(p.tenant.0);
+        let row: Option<EntryRow> = with_conn!(&self.db, conn => {
+            audit_entries::table
+                .filter(audit_entries::tenant_id.eq(tenant))
+                .filter(audit_entries::id.eq(Id(id.0)))
+                .select(EntryRow::as_select())
+                .first(conn)
+                .await
+                .optional()
+                .db()
+        })?;
+        row.map(EntryRow::view)
+            .ok_or_else(|| Error::not_found(format!("audit entry {id} was not found")))
+    }
+
+    /// `GET /audit/verify`: recomputes every retained entry of the caller's tenant.
+    pub async fn verify(&self, p: &Principal) -> Result<Verification> {
+        p.authorize(Op::AuditRead)?;
+        self.verify_tenant(p.tenant).await
+    }
+
+    /// Verifies one tenant's chain (also used offline).
+    pub async fn verify_tenant(&self, tenant: TenantId) -> Result<Verification> {
+        let tenant = Id(tenant.0);
+        let mut checked = 0i64;
+        let mut after = 0i64;
+        let mut previous: Option<String> = None;
+        loop {
+            let rows: Vec<EntryRow> = with_conn!(&self.db, conn => {
+                audit_entries::table
+                    .filter(audit_entries::tenant_id.eq(tenant))
+                    .filter(audit_entries::seq.gt(after))
+                    .order(audit_entries::seq.asc())
+                    .limit(VERIFY_BATCH)
+                    .select(EntryRow::as_select())
+                    .load(conn)
+                    .await
+                    .db()
+            })?;
+            let Some(last) = rows.last() else { break };
+            after = last.seq;
+            for row in rows {
+                checked += 1;
+                let entry = row.view();
+                if let Some(bad) = self.check_entry(&entry, previous.as_deref()) {
+                    return Ok(Verification {
+                        valid: false,
+                        checked,
+                        first_bad_id: Some(bad),
+                    });
+                }
+                previous = Some(entry.hash);
+            }
+        }
+        Ok(Verification {
+            valid: true,
+            checked,
+            first_bad_id: None,
+        })
+    }
+
+    /// `Some(id)` when the entry's link, hash or signature does not match.
+    pub fn check_entry(&self, entry: &AuditEntry, previous_hash: Option<&str>) -> Option<String> {
+        let canonical = canonical_bytes(&entry.signed_fields());
+        let link_ok = previous_hash.is_none_or(|prev| prev == entry.prev_hash);
+        let hash_ok = ChainHasher::hash(&canonical) == entry.hash;
+        let sig_ok = self
+            .hasher
+            .verify_signature(&canonical, entry.signature.as_deref());
+        (!(link_ok && hash_ok && sig_ok)).then(|| entry.id.clone())
+    }
+}
+
+#[async_trait::async_trait]
+impl AuditWriter for AuditService {
+    async fn append(&self, record: AuditRecord) -> Result<AuditId> {
+        let entry = AuditService::append(self, record).await?;
+        entry
+            .id
+            .parse()
+            .map_err(|_| Error::internal_msg("audit entry id is not a UUID"))
+    }
+}

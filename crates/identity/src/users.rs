@@ -1,0 +1,589 @@
+//! User management (contract 8): the role-assignment rules live here, not in handlers.
+
+use diesel::prelude::*;
+use diesel_async::RunQueryDsl;
+use serde_json::{json, Value};
+use steward_core::validate::{Fields, Query};
+use steward_core::{
+    clock, parse_path_id, Body, Error, Op, Page, PageRequest, Principal, Result, Role, TenantId,
+    UserId,
+};
+use steward_store::schema::{tenants, users};
+use steward_store::{with_conn, DbResultExt, Id, Ts};
+
+use crate::password::{
+    hash_password_async, verify_password_async, MAX_PASSWORD_CHARS, MIN_PASSWORD_CHARS,
+};
+use crate::rows::UserRow;
+use crate::service::{role_of, Identity};
+use crate::views::UserView;
+
+/// Maximum page size of the users list (contract 4).
+pub const USERS_MAX_LIMIT: i64 = 100;
+const ROLE_NAMES: [&str; 5] = [
+    "super_admin",
+    "admin",
+    "security_analyst",
+    "developer",
+    "viewer",
+];
+/// Passwords accepted for local users (contract 8.3: 8 to 128 characters).
+const PASSWORD_MAX: usize = 128;
+
+diesel::define_sql_function!(fn lower(x: diesel::sql_types::Text) -> diesel::sql_types::Text);
+
+/// A valid e-mail has one `@`, a non-empty local part and a domain containing a dot.
+pub fn valid_email(email: &str) -> bool {
+    let mut parts = email.split('@');
+    let (Some(local), Some(domain), None) = (parts.next(), parts.next(), parts.next()) else {
+        return false;
+    };
+    !local.is_empty()
+        && domain.contains('.')
+        && !domain.starts_with('.')
+        && !domain.ends_with('.')
+        && email.len() <= 254
+        && !email.chars().any(char::is_whitespace)
+}
+
+fn check_password(f: &mut Fields<'_>, name: &str, password: Option<&str>) -> Option<String> {
+    let password = password?;
+    let n = password.chars().count();
+    if n < MIN_PASSWORD_CHARS || n > PASSWORD_MAX.min(MAX_PASSWORD_CHARS) {
+        f.error(
+            name,
+            format!("must be {MIN_PASSWORD_CHARS} to {PASSWORD_MAX} characters"),
+        );
+        return None;
+    }
+    Some(password.to_owned())
+}
+
+fn escape_like(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('%');
+    for c in s.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('%');
+    out
+}
+
+/// A user addressed by an operation, with the caller's rights on it checked.
+struct Target {
+    row: UserRow,
+    id: UserId,
+    tenant: TenantId,
+    role: Role,
+}
+
+impl Identity {
+    async fn user_row(&self, id: UserId) -> Result<Option<UserRow>> {
+        with_conn!(&self.db, conn => {
+            users::table
+                .filter(users::id.eq(Id(id.0)))
+                .select(UserRow::as_select())
+                .first(conn)
+                .await
+                .optional()
+                .db()
+        })
+    }
+
+    /// The caller's own record (JWT or user key).
+    async fn me_row(&self, p: &Principal) -> Result<UserRow> {
+        let Some(id) = p.user else {
+            return Err(Error::forbidden("this operation needs a user credential"));
+        };
+        self.user_row(id)
+            .await?
+            .ok_or_else(|| Error::invalid_credentials("the user no longer exists"))
+    }
+
+    /// Looks a user up within the caller's scope (an admin sees the own tenant, a super admin
+    /// every tenant). Out of scope answers 404 like an unknown id.
+    async fn target(&self, p: &Principal, id: &str) -> Result<Target> {
+        let id: UserId = parse_path_id(id, "user")?;
+        let row = self
+            .user_row(id)
+            .await?
+            .filter(|u| p.is_super_admin() || u.tenant_id.0 == p.tenant.0)
+            .ok_or_else(|| Error::not_found(format!("user {id} was not found")))?;
+        Ok(Target {
+            id,
+            tenant: row.tenant_id.into_id(),
+            role: role_of(&row.role)?,
+            row,
+        })
+    }
+
+    fn not_higher(p: &Principal, target: &Target) -> Result<()> {
+        if target.role > p.role {
+            return Err(Error::forbidden(format!(
+                "a {} cannot manage a user whose role is {}",
+                p.role, target.role
+            )));
+        }
+        Ok(())
+    }
+
+    fn not_self(p: &Principal, target: &Target, what: &str) -> Result<()> {
+        if p.user == Some(target.id) {
+            return Err(Error::conflict(format!(
+                "you cannot {what} your own account"
+            )));
+        }
+        Ok(())
+    }
+
+    fn assignable(p: &Principal, role: Role) -> Result<()> {
+        if role > p.role {
+            return Err(Error::forbidden(format!(
+                "a {} cannot assign the role {role}",
+                p.role
+            )));
+        }
+        Ok(())
+    }
+
+    // ------------------------------------------------------------------ self service
+
+    /// `GET /users/me`, `GET /auth/me`.
+    pub async fn me(&self, p: &Principal) -> Result<UserView> {
+        Ok(self.me_row(p).await?.into())
+    }
+
+    /// `PUT /users/me`: only `full_name` changes.
+    pub async fn update_me(&self, p: &Principal, body: &Body) -> Result<UserView> {
+        let value = body.parse::<Value>()?;
+        let mut f = Fields::root(&value);
+        let full_name = f.optional_str("full_name", 0, 200).map(str::to_owned);
+        f.finish()?;
+        let me = self.me_row(p).await?;
+        if let Some(name) = full_name {
+            self.set_fields(me.id, Some(name)).await?;
+        }
+        Ok(self.me_row(p).await?.into())
+    }
+
+    /// `POST /users/me/change-password`.
+    pub async fn change_password(&self, p: &Principal, body: &Body) -> Result<()> {
+        let value = body.parse::<Value>()?;
+        let mut f = Fields::root(&value);
+        let current = f
+            .required_str("current_password", 1, 1024)
+            .map(str::to_owned);
+        let new = f.required_str("new_password", 0, usize::MAX);
+        let new = check_password(&mut f, "new_password", new);
+        f.finish()?;
+        let (Some(current), Some(new)) = (current, new) else {
+            return Err(Error::internal_msg("validated password fields missing"));
+        };
+        let me = self.me_row(p).await?;
+        let Some(stored) = me.password_hash.clone() else {
+            return Err(Error::conflict(
+                "single sign-on users have no local password",
+            ));
+        };
+        if !verify_password_async(stored, current).await? {
+            return Err(Error::invalid_field(
+                "current_password",
+                "is not the current password",
+            ));
+        }
+        let hash = hash_password_async(new).await?;
+        self.set_password(me.id, hash).await?;
+        let id: UserId = me.id.into_id();
+        self.record(
+            p.tenant,
+            Some(id),
+            "user.password_changed",
+            format!("user:{id}"),
+            json!({}),
+        )
+        .await;
+        Ok(())
+    }
+
+    // ------------------------------------------------------------------ administration
+
+    /// `POST /users`.
+    pub async fn create_user(&self, p: &Principal, body: &Body) -> Result<UserView> {
+        p.authorize(Op::UsersManage)?;
+        let value = body.parse::<Value>()?;
+        let mut f = Fields::root(&value);
+        let email = f
+            .required_str("email", 1, 254)
+            .map(|e| e.trim().to_lowercase());
+        if let Some(e) = &email {
+            if !valid_email(e) {
+                f.error("email", "is not a valid e-mail address");
+            }
+        }
+        let auth_provider = f.optional_str("auth_provider", 1, 100).map(str::to_owned);
+        if let Some(provider) = &auth_provider {
+            if !self.config.sso_providers.contains(provider) {
+                f.error("auth_provider", "is not a configured SSO provider");
+            }
+        }
+        let external_subject = f
+            .optional_str("external_subject", 1, 255)
+            .map(str::to_owned);
+        let password = if auth_provider.is_some() {
+            if f.present("password") {
+                f.error("password", "must be absent for a single sign-on user");
+            }
+            None
+        } else {
+            let raw = f.required_str("password", 0, usize::MAX);
+            check_password(&mut f, "password", raw)
+        };
+        let full_name = f
+            .optional_str("full_name", 0, 200)
+            .unwrap_or_default()
+            .to_owned();
+        let role = f
+            .optional_enum("role", &ROLE_NAMES)
+            .and_then(|r| r.parse::<Role>().ok())
+            .unwrap_or(Role::Viewer);
+        let tenant_id = f.optional_uuid("tenant_id");
+        f.finish()?;
+        let Some(email) = email else {
+            return Err(Error::internal_msg("validated e-mail missing"));
+        };
+
+        // An admin's users join the admin's tenant; a super admin may name another tenant.
+        let tenant = match tenant_id {
+            Some(t) if p.is_super_admin() => {
+                let exists: i64 = with_conn!(&self.db, conn => {
+                    tenants::table.filter(tenants::id.eq(Id(t))).count().get_result(conn).await.db()
+                })?;
+                if exists == 0 {
+                    return Err(Error::invalid_field("tenant_id", "no such tenant"));
+                }
+                TenantId(t)
+            }
+            _ => p.tenant,
+        };
+        Self::assignable(p, role)?;
+
+        let password_hash = match password {
+            Some(pw) => Some(hash_password_async(pw).await?),
+            None => None,
+        };
+        let now = Ts(clock::now());
+        let row = UserRow {
+            id: Id(uuid::Uuid::now_v7()),
+            tenant_id: Id(tenant.0),
+            email,
+            full_name,
+            role: role.as_str().to_owned(),
+            password_hash,
+            is_active: true,
+            auth_provider,
+            external_subject,
+            created_at: now,
+            updated_at: now,
+            last_login_at: None,
+        };
+        with_conn!(&self.db, conn => {
+            diesel::insert_into(users::table).values(&row).execute(conn).await.db()
+        })
+        .map_err(|e| {
+            if e.kind == steward_core::ErrorKind::Conflict {
+                Error::conflict("a user with this e-mail (or SSO subject) already exists")
+            } else {
+                e
+            }
+        })?;
+        let id: UserId = row.id.into_id();
+        self.record(
+            tenant,
+            p.user,
+            "user.created",
+            format!("user:{id}"),
+            json!({"email": row.email, "role": row.role}),
+        )
+        .await;
+        Ok(row.into())
+    }
+
+    /// `GET /users`: filters `role`, `is_active`, `search`, `tenant_id` (super admin).
+    pub async fn list_users(
+        &self,
+        p: &Principal,
+        pairs: &[(String, String)],
+    ) -> Result<Page<UserView>> {
+        p.authorize(Op::UsersManage)?;
+        let mut q = Query::new(pairs);
+        let page = PageRequest::read(&mut q, USERS_MAX_LIMIT);
+        let role = q.one_of("role", &ROLE_NAMES).map(str::to_owned);
+        let is_active = q.bool("is_active");
+        let search = q.string("search").map(|s| escape_like(&s.to_lowercase()));
+        let tenant_filter: Option<uuid::Uuid> = q.parse("tenant_id", "a UUID");
+        q.finish()?;
+        let tenant = if p.is_super_admin() {
+            tenant_filter
+        } else {
+            Some(p.tenant.0)
+        };
+        macro_rules! filtered {
+            () => {{
+                let mut query = users::table.into_boxed();
+                if let Some(t) = tenant {
+                    query = query.filter(users::tenant_id.eq(Id(t)));
+                }
+                if let Some(r) = &role {
+                    query = query.filter(users::role.eq(r.clone()));
+                }
+                if let Some(a) = is_active {
+                    query = query.filter(users::is_active.eq(a));
+                }
+                if let Some(s) = &search {
+                    query = query.filter(
+                        users::email
+                            .like(s.clone())
+                            .escape('\\')
+                            .or(lower(users::full_name).like(s.clone()).escape('\\')),
+                    );
+                }
+                query
+            }};
+        }
+        let (total, rows): (i64, Vec<UserRow>) = with_conn!(&self.db, conn => {
+            let total = filtered!().count().get_result(conn).await.db()?;
+            let rows = filtered!()
+                .order((users::created_at.desc(), users::id.desc()))
+                .offset(page.skip)
+                .limit(page.limit)
+                .select(UserRow::as_select())
+                .load(conn)
+                .await
+                .db()?;
+            Ok::<_, Error>((total, rows))
+        })?;
+        Ok(Page::new(
+            rows.into_iter().map(UserView::from).collect(),
+            total,
+            page,
+        ))
+    }
+
+    /// `GET /users/{id}`.
+    pub async fn get_user(&self, p: &Principal, id: &str) -> Result<UserView> {
+        p.authorize(Op::UsersManage)?;
+        Ok(self.target(p, id).await?.row.into())
+    }
+
+    /// `PUT /users/{id}`: `full_name` and `is_active` (false = block, true = unblock).
+    pub async fn update_user(&self, p: &Principal, id: &str, body: &Body) -> Result<UserView> {
+        p.authorize(Op::UsersManage)?;
+        let value = body.parse::<Value>()?;
+        let mut f = Fields::root(&value);
+        let full_name = f.optional_str("full_name", 0, 200).map(str::to_owned);
+        let is_active = f.optional_bool("is_active");
+        f.finish()?;
+        let target = self.target(p, id).await?;
+        if is_active == Some(false) {
+            Self::not_self(p, &target, "block")?;
+        }
+        Self::not_higher(p, &target)?;
+        self.set_fields(target.row.id, full_name).await?;
+        if let Some(active) = is_active {
+            self.set_active(p, &target, active).await?;
+        }
+        self.reload(target.id).await
+    }
+
+    /// `POST /users/{id}/reset-password`.
+    pub async fn reset_password(&self, p: &Principal, id: &str, body: &Body) -> Result<()> {
+        p.authorize(Op::UsersManage)?;
+        let value = body.parse::<Value>()?;
+        let mut f = Fields::root(&value);
+        let raw = f.required_str("new_password", 0, usize::MAX);
+        let new = check_password(&mut f, "new_password", raw);
+        f.finish()?;
+        let target = self.target(p, id).await?;
+        Self::not_higher(p, &target)?;
+        if target.row.auth_provider.is_some() && target.row.password_hash.is_none() {
+            return Err(Error::conflict(
+                "single sign-on users have no local password to reset",
+            ));
+        }
+        let Some(new) = new else {
+            return Err(Error::internal_msg("validated password missing"));
+        };
+        let hash = hash_password_async(new).await?;
+        self.set_password(target.row.id, hash).await?;
+        self.record(
+            target.tenant,
+            p.user,
+            "user.password_reset",
+            format!("user:{}", target.id),
+            json!({}),
+        )
+        .await;
+        Ok(())
+    }
+
+    /// `PUT /users/{id}/role`.
+    pub async fn set_role(&self, p: &Principal, id: &str, body: &Body) -> Result<UserView> {
+        p.authorize(Op::UsersManage)?;
+        let value = body.parse::<Value>()?;
+        let mut f = Fields::root(&value);
+        let role = f
+            .required_enum("role", &ROLE_NAMES)
+            .and_then(|r| r.parse::<Role>().ok());
+        f.finish()?;
+        let Some(role) = role else {
+            return Err(Error::internal_msg("validated role missing"));
+        };
+        let target = self.target(p, id).await?;
+        Self::not_self(p, &target, "change the role of")?;
+        Self::not_higher(p, &target)?;
+        Self::assignable(p, role)?;
+        let now = Ts(clock::now());
+        let row_id = target.row.id;
+        with_conn!(&self.db, conn => {
+            diesel::update(users::table.filter(users::id.eq(row_id)))
+                .set((users::role.eq(role.as_str()), users::updated_at.eq(now)))
+                .execute(conn)
+                .await
+                .db()
+        })?;
+        self.record(
+            target.tenant,
+            p.user,
+            "user.role_changed",
+            format!("user:{}", target.id),
+            json!({"from": target.role.as_str(), "to": role.as_str()}),
+        )
+        .await;
+        self.reload(target.id).await
+    }
+
+    /// `POST /users/{id}/block` and `/unblock` (idempotent).
+    pub async fn set_blocked(&self, p: &Principal, id: &str, blocked: bool) -> Result<UserView> {
+        p.authorize(Op::UsersManage)?;
+        let target = self.target(p, id).await?;
+        if blocked {
+            Self::not_self(p, &target, "block")?;
+        }
+        Self::not_higher(p, &target)?;
+        self.set_active(p, &target, !blocked).await?;
+        self.reload(target.id).await
+    }
+
+    /// `DELETE /users/{id}`: permanent; the user's keys go with it, audit entries stay.
+    pub async fn delete_user(&self, p: &Principal, id: &str) -> Result<()> {
+        p.authorize(Op::UsersManage)?;
+        let target = self.target(p, id).await?;
+        Self::not_self(p, &target, "delete")?;
+        Self::not_higher(p, &target)?;
+        let row_id = target.row.id;
+        with_conn!(&self.db, conn => {
+            diesel::delete(users::table.filter(users::id.eq(row_id))).execute(conn).await.db()
+        })?;
+        self.record(
+            target.tenant,
+            p.user,
+            "user.deleted",
+            format!("user:{}", target.id),
+            json!({"email": target.row.email}),
+        )
+        .await;
+        Ok(())
+    }
+
+    // ------------------------------------------------------------------ helpers
+
+    async fn reload(&self, id: UserId) -> Result<UserView> {
+        self.user_row(id)
+            .await?
+            .map(UserView::from)
+            .ok_or_else(|| Error::not_found(format!("user {id} was not found")))
+    }
+
+    async fn set_fields(&self, id: Id, full_name: Option<String>) -> Result<()> {
+        let Some(name) = full_name else { return Ok(()) };
+        let now = Ts(clock::now());
+        with_conn!(&self.db, conn => {
+            diesel::update(users::table.filter(users::id.eq(id)))
+                .set((users::full_name.eq(name), users::updated_at.eq(now)))
+                .execute(conn)
+                .await
+                .db()
+        })?;
+        Ok(())
+    }
+
+    async fn set_password(&self, id: Id, hash: String) -> Result<()> {
+        let now = Ts(clock::now());
+        with_conn!(&self.db, conn => {
+            diesel::update(users::table.filter(users::id.eq(id)))
+                .set((users::password_hash.eq(Some(hash)), users::updated_at.eq(now)))
+                .execute(conn)
+                .await
+                .db()
+        })?;
+        Ok(())
+    }
+
+    /// Blocks or unblocks; audits and publishes only an actual change.
+    async fn set_active(&self, p: &Principal, target: &Target, active: bool) -> Result<()> {
+        if target.row.is_active == active {
+            return Ok(());
+        }
+        let now = Ts(clock::now());
+        let row_id = target.row.id;
+        with_conn!(&self.db, conn => {
+            diesel::update(users::table.filter(users::id.eq(row_id)))
+                .set((users::is_active.eq(active), users::updated_at.eq(now)))
+                .execute(conn)
+                .await
+                .db()
+        })?;
+        let action = if active {
+            "user.unblocked"
+        } else {
+            "user.blocked"
+        };
+        self.record(
+            target.tenant,
+            p.user,
+            action,
+            format!("user:{}", target.id),
+            json!({}),
+        )
+        .await;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn email_rules() {
+        assert!(valid_email("ana@example.com"));
+        for bad in [
+            "not-an-email",
+            "@example.com",
+            "a@b",
+            "a@@b.c",
+            "a b@c.d",
+            "a@.com",
+        ] {
+            assert!(!valid_email(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn like_patterns_are_escaped() {
+        assert_eq!(escape_like("50%_off"), "%50\\%\\_off%");
+    }
+}

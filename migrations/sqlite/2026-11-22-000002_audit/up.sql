@@ -1,0 +1,30 @@
+-- The audit log: one hash chain per tenant. `audit_heads` holds each tenant's last sequence
+-- number and hash; appends take the write lock through it, so the chain never forks or skips.
+CREATE TABLE audit_heads (
+    tenant_id BLOB PRIMARY KEY NOT NULL REFERENCES tenants (id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    hash TEXT NOT NULL
+);
+
+CREATE TABLE audit_entries (
+    id BLOB PRIMARY KEY NOT NULL CHECK (length(id) = 16),
+    tenant_id BLOB NOT NULL REFERENCES tenants (id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    agent_id BLOB,
+    user_id BLOB,
+    action TEXT NOT NULL,
+    resource TEXT NOT NULL,
+    input TEXT NOT NULL,
+    output TEXT NOT NULL,
+    reasoning TEXT NOT NULL,
+    risk_score REAL NOT NULL,
+    is_approved INTEGER NOT NULL CHECK (is_approved IN (0, 1)),
+    "timestamp" TEXT NOT NULL,
+    prev_hash TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    signature TEXT
+);
+CREATE UNIQUE INDEX audit_entries_tenant_seq_key ON audit_entries (tenant_id, seq);
+CREATE INDEX audit_entries_tenant_action_idx ON audit_entries (tenant_id, action, seq DESC);
+CREATE INDEX audit_entries_tenant_agent_idx ON audit_entries (tenant_id, agent_id, seq DESC);
+CREATE INDEX audit_entries_tenant_time_idx ON audit_entries (tenant_id, "timestamp");

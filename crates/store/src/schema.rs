@@ -98,6 +98,51 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::*;
+
+    agents (id) {
+        id -> DbUuid,
+        tenant_id -> DbUuid,
+        name -> Text,
+        #[sql_name = "type"]
+        agent_type -> Text,
+        capabilities -> DbJson,
+        permissions -> DbJson,
+        status -> Text,
+        version -> Nullable<Text>,
+        predicted_type -> Nullable<Text>,
+        type_confidence -> Nullable<Double>,
+        risk_score -> Nullable<Double>,
+        embedding -> Nullable<Binary>,
+        embedding_updated_at -> Nullable<DbTime>,
+        created_at -> DbTime,
+        updated_at -> DbTime,
+        profile_changed_at -> DbTime,
+        last_heartbeat -> Nullable<DbTime>,
+        active_since -> DbTime,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::*;
+
+    policies (id) {
+        id -> DbUuid,
+        tenant_id -> DbUuid,
+        name -> Text,
+        description -> Text,
+        template -> Nullable<Text>,
+        rego -> Text,
+        is_active -> Bool,
+        priority -> BigInt,
+        created_at -> DbTime,
+        updated_at -> DbTime,
+    }
+}
+
 diesel::joinable!(users -> tenants (tenant_id));
 diesel::joinable!(api_keys -> tenants (tenant_id));
 diesel::allow_tables_to_appear_in_same_query!(

@@ -1,0 +1,2 @@
+DROP TABLE policies;
+DROP TABLE agents;

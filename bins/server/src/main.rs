@@ -47,6 +47,8 @@ async fn run(settings: Settings) -> anyhow::Result<()> {
         }
     });
 
+    actix_web::rt::spawn(state.registry.clone().run_sweeper());
+
     let data = state.clone();
     let server = HttpServer::new(move || build_app(data.clone()))
         .bind(addr)

@@ -2,7 +2,7 @@
 
 use utoipa::OpenApi;
 
-use crate::routes::{audit, health, identity, status};
+use crate::routes::{agents, audit, health, identity, status};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -14,7 +14,8 @@ use crate::routes::{audit, health, identity, status};
         health::root, health::health, health::ready, health::metrics, status::status,
         identity::login, identity::logout, identity::me, identity::list_users, identity::create_user,
         identity::create_key, identity::create_tenant,
-        audit::list, audit::verify,
+        audit::list, audit::verify, audit::log,
+        agents::register, agents::list, agents::search, agents::details, agents::heartbeat,
     ),
     components(schemas(health::RootInfo, health::Health, health::Readiness, health::Checks)),
     tags(
@@ -24,6 +25,7 @@ use crate::routes::{audit, health, identity, status};
         (name = "api-keys", description = "Personal API keys"),
         (name = "tenants", description = "Tenant provisioning"),
         (name = "audit", description = "The signed, hash-chained audit log"),
+        (name = "agents", description = "The agent registry"),
     ),
 )]
 pub struct ApiDoc;

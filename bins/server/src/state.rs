@@ -7,6 +7,9 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use steward_audit::{AuditService, ChainHasher};
 use steward_core::{Cache, ErrorKind, EventBus, MemoryBus, MemoryCache};
 use steward_identity::{Identity, IdentityConfig, NoProvisioning};
+use steward_registry::Registry;
+
+use crate::wiring::{AuditActivity, RefreshAgent};
 use steward_store::redis::{RedisBus, RedisCache, RedisHandle};
 use steward_store::{DbPool, DbSettings};
 
@@ -22,6 +25,7 @@ pub struct AppState {
     pub started: Instant,
     pub identity: Identity,
     pub audit: AuditService,
+    pub registry: Registry,
 }
 
 /// How long one readiness check may take.
@@ -102,6 +106,13 @@ impl AppState {
             bus.clone(),
             ChainHasher::new(signing_key.as_deref()),
         );
+        let registry = Registry::new(
+            db.clone(),
+            bus.clone(),
+            Arc::new(AuditActivity(audit.clone())),
+            Duration::from_secs(settings.agent_inactivity_seconds),
+        );
+        let audit = audit.with_hook(Arc::new(RefreshAgent(registry.clone())));
         let sso_providers = settings
             .sso
             .providers
@@ -129,6 +140,7 @@ impl AppState {
             started: Instant::now(),
             identity,
             audit,
+            registry,
         })
     }
 }

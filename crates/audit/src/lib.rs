@@ -5,4 +5,4 @@ pub mod chain;
 pub mod service;
 
 pub use chain::{canonical_bytes, ChainHasher, GENESIS_HASH};
-pub use service::{AuditEntry, AuditService, Verification};
+pub use service::{AfterWrite, AuditEntry, AuditService, Verification, RESERVED_PREFIXES};

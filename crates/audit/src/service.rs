@@ -10,12 +10,12 @@ use serde_json::{json, Value};
 use steward_core::clock::{self, format_timestamp};
 use steward_core::event::{publish, Event, Severity};
 use steward_core::page::MAX_LIMIT;
-use steward_core::validate::Query;
+use steward_core::validate::{Fields, Query};
 use steward_core::{
-    parse_path_id, AgentId, AuditId, AuditRecord, AuditWriter, Error, EventBus, Op, Page,
+    parse_path_id, AgentId, AuditId, AuditRecord, AuditWriter, Body, Error, EventBus, Op, Page,
     PageRequest, Principal, Result, TenantId,
 };
-use steward_store::schema::{audit_entries, audit_heads};
+use steward_store::schema::{agents, audit_entries, audit_heads};
 use steward_store::{with_conn, DbPool, DbResultExt, Id, Json, Ts};
 
 use crate::chain::{canonical_bytes, ChainHasher, SignedFields, GENESIS_HASH};
@@ -68,6 +68,12 @@ fn uuid_str(id: &Option<Id>) -> Option<String> {
 }
 
 impl EntryRow {
+    fn named(self, agent_name: Option<String>) -> AuditEntry {
+        let mut v = self.view();
+        v.agent_name = agent_name;
+        v
+    }
+
     fn view(self) -> AuditEntry {
         AuditEntry {
             id: self.id.0.hyphenated().to_string(),
@@ -126,14 +132,149 @@ pub struct AuditService {
     db: DbPool,
     bus: Arc<dyn EventBus>,
     hasher: ChainHasher,
+    hook: Option<Arc<dyn AfterWrite>>,
 }
+
+/// Told (best effort, off the request path) after an entry about an agent was written; the
+/// registry refreshes the agent's risk score and embedding.
+#[async_trait::async_trait]
+pub trait AfterWrite: Send + Sync + 'static {
+    async fn agent_entry_written(&self, tenant: TenantId, agent: AgentId);
+}
+
+/// Reserved action prefixes of server-written entries (contract 14.1).
+pub const RESERVED_PREFIXES: [&str; 6] = ["user.", "api_key.", "policy.", "hitl.", "guard.", "system."];
 
 /// Entries read per batch while verifying.
 const VERIFY_BATCH: i64 = 1000;
 
 impl AuditService {
     pub fn new(db: DbPool, bus: Arc<dyn EventBus>, hasher: ChainHasher) -> Self {
-        Self { db, bus, hasher }
+        Self {
+            db,
+            bus,
+            hasher,
+            hook: None,
+        }
+    }
+
+    /// Sets the after-write hook (wired once the registry exists).
+    pub fn with_hook(mut self, hook: Arc<dyn AfterWrite>) -> Self {
+        self.hook = Some(hook);
+        self
+    }
+
+    /// `POST /audit/log`: an agent action reported by the agent's integration.
+    pub async fn log(&self, p: &Principal, body: &Body) -> Result<AuditEntry> {
+        p.authorize(Op::AuditWrite)?;
+        let value = body.parse::<Value>()?;
+        let mut f = Fields::root(&value);
+        let agent = f.required_uuid("agent_id");
+        let action = f.required_str("action", 1, 128).map(str::to_owned);
+        if let Some(a) = &action {
+            if RESERVED_PREFIXES.iter().any(|p| a.starts_with(p)) {
+                f.error("action", "must not start with a reserved prefix (user., api_key., policy., hitl., guard., system.)");
+            }
+        }
+        let resource = f.required_str("resource", 0, 512).map(str::to_owned);
+        let input = f.optional_object("input").cloned().unwrap_or_default();
+        let output = f.optional_object("output").cloned().unwrap_or_default();
+        let reasoning = f.optional_str_array("reasoning", 10_000).unwrap_or_default();
+        let risk_score = f.optional_f64("risk_score", 0.0, 1.0).unwrap_or(0.0);
+        let is_approved = f.optional_bool("is_approved").unwrap_or(false);
+        let status = match agent {
+            Some(id) => self.agent_status(p.tenant, AgentId(id)).await?,
+            None => None,
+        };
+        if agent.is_some() && status.is_none() {
+            f.error("agent_id", "is not a registered agent of this tenant");
+        }
+        f.finish()?;
+        let (Some(agent), Some(action), Some(resource)) = (agent, action, resource) else {
+            return Err(Error::internal_msg("validated audit fields missing"));
+        };
+        if status.as_deref() == Some("suspended") {
+            return Err(Error::new(
+                steward_core::ErrorKind::AgentSuspended,
+                format!("agent {agent} is suspended"),
+            ));
+        }
+        let record = AuditRecord {
+            tenant: p.tenant,
+            agent_id: Some(AgentId(agent)),
+            user_id: p.user,
+            action,
+            resource,
+            input: Value::Object(input),
+            output: Value::Object(output),
+            reasoning,
+            risk_score,
+            is_approved,
+        };
+        self.append(record).await
+    }
+
+    async fn agent_status(&self, tenant: TenantId, agent: AgentId) -> Result<Option<String>> {
+        with_conn!(&self.db, conn => {
+            agents::table
+                .filter(agents::tenant_id.eq(Id(tenant.0)))
+                .filter(agents::id.eq(Id(agent.0)))
+                .select(agents::status)
+                .first(conn)
+                .await
+                .optional()
+                .db()
+        })
+    }
+
+    /// Names of an agent's most recent actions, newest first.
+    pub async fn recent_actions(&self, tenant: TenantId, agent: AgentId, limit: i64) -> Result<Vec<String>> {
+        with_conn!(&self.db, conn => {
+            audit_entries::table
+                .filter(audit_entries::tenant_id.eq(Id(tenant.0)))
+                .filter(audit_entries::agent_id.eq(Id(agent.0)))
+                .order(audit_entries::seq.desc())
+                .limit(limit)
+                .select(audit_entries::action)
+                .load(conn)
+                .await
+                .db()
+        })
+    }
+
+    /// Mean risk of the agent's `limit` most recent entries (`None` = all entries when
+    /// `limit` is `None`); `None` when the agent has no entry.
+    pub async fn mean_risk(&self, tenant: TenantId, agent: AgentId, limit: Option<i64>) -> Result<Option<f64>> {
+        let scores: Vec<f64> = with_conn!(&self.db, conn => {
+            let mut q = audit_entries::table
+                .filter(audit_entries::tenant_id.eq(Id(tenant.0)))
+                .filter(audit_entries::agent_id.eq(Id(agent.0)))
+                .order(audit_entries::seq.desc())
+                .select(audit_entries::risk_score)
+                .into_boxed();
+            if let Some(l) = limit {
+                q = q.limit(l);
+            }
+            q.load(conn).await.db()
+        })?;
+        Ok((!scores.is_empty()).then(|| scores.iter().sum::<f64>() / scores.len() as f64))
+    }
+
+    /// The agent's most recent entries, newest first.
+    pub async fn recent_entries(&self, tenant: TenantId, agent: AgentId, limit: i64) -> Result<Vec<AuditEntry>> {
+        let rows: Vec<(EntryRow, Option<String>)> = with_conn!(&self.db, conn => {
+            audit_entries::table
+                .left_join(agents::table.on(agents::id.nullable().eq(audit_entries::agent_id)))
+                .filter(audit_entries::tenant_id.eq(Id(tenant.0)))
+                .filter(audit_entries::agent_id.eq(Id(agent.0)))
+                .order(audit_entries::seq.desc())
+                .limit(limit)
+                .select((EntryRow::as_select(), agents::name.nullable()))
+                .load(conn)
+                .await
+                .db()
+        })?;
+        Ok(rows.into_iter().map(|(r, n)| r.named(n)).collect())
     }
 
     /// Appends an entry to its tenant's chain (serialised per tenant by the head row) and
@@ -223,6 +364,11 @@ impl AuditService {
             .db()
         })?;
         let entry = row.view();
+        if let (Some(hook), Some(agent)) = (&self.hook, record.agent_id) {
+            let hook = hook.clone();
+            let tenant = record.tenant;
+            tokio::spawn(async move { hook.agent_entry_written(tenant, agent).await });
+        }
         publish(
             &self.bus,
             Event::new(
@@ -297,17 +443,18 @@ impl AuditService {
         p.authorize(Op::AuditRead)?;
         let id: AuditId = parse_path_id(id, "audit entry")?;
         let tenant = Id(p.tenant.0);
-        let row: Option<EntryRow> = with_conn!(&self.db, conn => {
+        let row: Option<(EntryRow, Option<String>)> = with_conn!(&self.db, conn => {
             audit_entries::table
+                .left_join(agents::table.on(agents::id.nullable().eq(audit_entries::agent_id)))
                 .filter(audit_entries::tenant_id.eq(tenant))
                 .filter(audit_entries::id.eq(Id(id.0)))
-                .select(EntryRow::as_select())
+                .select((EntryRow::as_select(), agents::name.nullable()))
                 .first(conn)
                 .await
                 .optional()
                 .db()
         })?;
-        row.map(EntryRow::view)
+        row.map(|(r, n)| r.named(n))
             .ok_or_else(|| Error::not_found(format!("audit entry {id} was not found")))
     }
 

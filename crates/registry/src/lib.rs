@@ -1,1 +1,6 @@
-//! The registry domain (see docs/architecture.md). Built in a later issue.
+//! The agent registry: agents, their status machine, embeddings, type prediction and search.
+
+pub mod embedding;
+pub mod service;
+
+pub use service::{AgentActivity, AgentRecord, AgentView, NoActivity, Registry};

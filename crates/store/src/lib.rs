@@ -4,6 +4,7 @@
 pub mod migrate;
 pub mod pool;
 pub mod redis;
+pub mod schedule;
 pub mod schema;
 pub mod testing;
 pub mod types;

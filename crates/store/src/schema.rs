@@ -143,6 +143,39 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::*;
+
+    schedules (name) {
+        name -> Text,
+        owner -> Nullable<Text>,
+        next_run_at -> DbTime,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::*;
+
+    jobs (id) {
+        id -> DbUuid,
+        tenant_id -> DbUuid,
+        kind -> Text,
+        status -> Text,
+        progress -> Double,
+        payload -> DbJson,
+        result -> Nullable<DbJson>,
+        error -> Nullable<Text>,
+        attempts -> Integer,
+        lease_owner -> Nullable<Text>,
+        lease_expires_at -> Nullable<DbTime>,
+        created_at -> DbTime,
+        started_at -> Nullable<DbTime>,
+        finished_at -> Nullable<DbTime>,
+    }
+}
+
 diesel::joinable!(users -> tenants (tenant_id));
 diesel::joinable!(api_keys -> tenants (tenant_id));
 diesel::allow_tables_to_appear_in_same_query!(
@@ -151,5 +184,9 @@ diesel::allow_tables_to_appear_in_same_query!(
     api_keys,
     revoked_tokens,
     audit_heads,
-    audit_entries
+    audit_entries,
+    agents,
+    policies,
+    schedules,
+    jobs,
 );

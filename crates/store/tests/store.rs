@@ -143,3 +143,13 @@ async fn redis_bus_conformance() {
 // The column types are used by name in the schema; keep them exported.
 #[allow(dead_code)]
 fn _types_are_public(_: DbUuid, _: DbTime, _: DbJson) {}
+
+db_test!(one_claim_per_tick, |db| {
+    use std::time::Duration;
+    let first = steward_store::schedule::claim_tick(&db.pool, "t", Duration::from_secs(60)).await.unwrap();
+    let second = steward_store::schedule::claim_tick(&db.pool, "t", Duration::from_secs(60)).await.unwrap();
+    assert!(first, "the first claim of a due tick wins");
+    assert!(!second, "the tick is taken until the interval has passed");
+    let other = steward_store::schedule::claim_tick(&db.pool, "u", Duration::from_secs(60)).await.unwrap();
+    assert!(other, "schedules are independent");
+});

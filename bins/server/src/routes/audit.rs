@@ -4,14 +4,15 @@ use actix_web::{web, HttpResponse};
 
 use crate::auth::ApiCaller;
 use crate::error::ApiResult;
-use crate::extract::QueryPairs;
-use crate::routes::reply::ok;
+use crate::extract::{QueryPairs, RawBody};
+use crate::routes::reply::{created, ok};
 use crate::state::AppState;
 
 type State = web::Data<AppState>;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(web::resource("/audit").route(web::get().to(list)))
+        .service(web::resource("/audit/log").route(web::post().to(log)))
         .service(web::resource("/audit/verify").route(web::get().to(verify)))
         .service(web::resource("/audit/{id}").route(web::get().to(get)));
 }
@@ -30,4 +31,10 @@ pub async fn verify(state: State, caller: ApiCaller) -> ApiResult<HttpResponse> 
 
 async fn get(state: State, caller: ApiCaller, id: web::Path<String>) -> ApiResult<HttpResponse> {
     ok(state.audit.get(&caller.0, &id).await?)
+}
+
+/// Write an audit entry for an agent action.
+#[utoipa::path(post, path = "/api/v1/audit/log", tag = "audit", responses((status = 201)))]
+pub async fn log(state: State, caller: ApiCaller, body: RawBody) -> ApiResult<HttpResponse> {
+    created(state.audit.log(&caller.0, &body.0).await?)
 }

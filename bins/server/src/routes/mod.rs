@@ -1,5 +1,6 @@
 //! Route registration: one `configure` per area.
 
+pub mod agents;
 pub mod audit;
 pub mod health;
 pub mod identity;
@@ -28,6 +29,7 @@ fn api_v1(cfg: &mut web::ServiceConfig) {
     cfg.service(web::resource("/health").route(web::get().to(health::health)))
         .service(web::resource("/health/ready").route(web::get().to(health::ready)))
         .configure(identity::configure)
+        .configure(agents::configure)
         .configure(status::configure)
         .configure(audit::configure);
 }

@@ -1,0 +1,99 @@
+//! Agent registry endpoints.
+
+use actix_web::{web, HttpResponse};
+use serde_json::json;
+use steward_core::clock::format_timestamp;
+
+use crate::auth::ApiCaller;
+use crate::error::ApiResult;
+use crate::extract::{QueryPairs, RawBody};
+use crate::routes::reply::{created, no_content, ok};
+use crate::state::AppState;
+
+type State = web::Data<AppState>;
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(web::resource("/agents/register").route(web::post().to(register)))
+        .service(web::resource("/agents").route(web::get().to(list)))
+        .service(web::resource("/agents/search").route(web::get().to(search)))
+        .service(
+            web::resource("/agents/{id}")
+                .route(web::get().to(get))
+                .route(web::put().to(update))
+                .route(web::delete().to(delete)),
+        )
+        .service(web::resource("/agents/{id}/details").route(web::get().to(details)))
+        .service(web::resource("/agents/{id}/heartbeat").route(web::post().to(heartbeat)))
+        .service(web::resource("/agents/{id}/suspend").route(web::post().to(suspend)))
+        .service(web::resource("/agents/{id}/resume").route(web::post().to(resume)));
+}
+
+/// Register an agent.
+#[utoipa::path(post, path = "/api/v1/agents/register", tag = "agents", responses((status = 201)))]
+pub async fn register(state: State, caller: ApiCaller, body: RawBody) -> ApiResult<HttpResponse> {
+    created(state.registry.register(&caller.0, &body.0).await?)
+}
+
+/// List agents.
+#[utoipa::path(get, path = "/api/v1/agents", tag = "agents", responses((status = 200)))]
+pub async fn list(state: State, caller: ApiCaller, q: QueryPairs) -> ApiResult<HttpResponse> {
+    ok(state.registry.list(&caller.0, &q.0).await?)
+}
+
+/// Semantic search over the tenant's agents.
+#[utoipa::path(get, path = "/api/v1/agents/search", tag = "agents", responses((status = 200)))]
+pub async fn search(state: State, caller: ApiCaller, q: QueryPairs) -> ApiResult<HttpResponse> {
+    ok(state.registry.search(&caller.0, &q.0).await?)
+}
+
+async fn get(state: State, caller: ApiCaller, id: web::Path<String>) -> ApiResult<HttpResponse> {
+    ok(state.registry.get(&caller.0, &id).await?)
+}
+
+/// An agent with its embedding summary, recent audit entries and risk figures.
+#[utoipa::path(get, path = "/api/v1/agents/{id}/details", tag = "agents", responses((status = 200)))]
+pub async fn details(state: State, caller: ApiCaller, id: web::Path<String>) -> ApiResult<HttpResponse> {
+    let p = caller.0;
+    let agent = state.registry.details(&p, &id).await?;
+    let agent_id = agent.agent_id();
+    let (recent, average) = futures_util::join!(
+        state.audit.recent_entries(p.tenant, agent_id, 20),
+        state.audit.mean_risk(p.tenant, agent_id, None),
+    );
+    let mut body = serde_json::to_value(steward_registry::AgentView::from(&agent))
+        .map_err(steward_core::Error::internal)?;
+    body["embedding"] = json!({
+        "predicted_type": agent.predicted_type,
+        "confidence": agent.type_confidence,
+        "risk_score": agent.risk_score,
+        "updated_at": agent.embedding_updated_at.map(|t| format_timestamp(t.0)),
+    });
+    body["recent_audit"] = json!(recent?);
+    body["average_risk_score"] = json!(average?);
+    body["anomaly_count"] = json!(0);
+    body["discovery"] = json!(null);
+    ok(body)
+}
+
+async fn update(state: State, caller: ApiCaller, id: web::Path<String>, body: RawBody) -> ApiResult<HttpResponse> {
+    ok(state.registry.update(&caller.0, &id, &body.0).await?)
+}
+
+async fn delete(state: State, caller: ApiCaller, id: web::Path<String>) -> ApiResult<HttpResponse> {
+    state.registry.delete(&caller.0, &id).await?;
+    no_content()
+}
+
+/// Heartbeat: `{status?: active | error}`.
+#[utoipa::path(post, path = "/api/v1/agents/{id}/heartbeat", tag = "agents", responses((status = 200)))]
+pub async fn heartbeat(state: State, caller: ApiCaller, id: web::Path<String>, body: RawBody) -> ApiResult<HttpResponse> {
+    ok(state.registry.heartbeat(&caller.0, &id, &body.0).await?)
+}
+
+async fn suspend(state: State, caller: ApiCaller, id: web::Path<String>) -> ApiResult<HttpResponse> {
+    ok(state.registry.suspend(&caller.0, &id).await?)
+}
+
+async fn resume(state: State, caller: ApiCaller, id: web::Path<String>) -> ApiResult<HttpResponse> {
+    ok(state.registry.resume(&caller.0, &id).await?)
+}

@@ -1,0 +1,604 @@
+//! Registering, reading, changing and sweeping agents (contract 11).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use diesel::prelude::*;
+use diesel_async::RunQueryDsl;
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+use steward_core::clock::{self, format_timestamp};
+use steward_core::event::{publish, Event, Severity};
+use steward_core::page::MAX_LIMIT;
+use steward_core::validate::{Fields, Query};
+use steward_core::{
+    parse_path_id, AgentId, Body, Error, ErrorKind, EventBus, Op, Page, PageRequest, Principal, Result,
+    TenantId,
+};
+use steward_store::schema::agents;
+use steward_store::{with_conn, DbPool, DbResultExt, Id, Json, Ts};
+use time::OffsetDateTime;
+
+use crate::embedding::{Embedding, Profile, TypePredictor, AGENT_TYPES};
+
+/// An embedding is refreshed on heartbeat when older than this.
+const EMBEDDING_MAX_AGE: time::Duration = time::Duration::hours(1);
+const STATUSES: [&str; 4] = ["active", "inactive", "error", "suspended"];
+
+/// What other domains know about an agent's activity (implemented with the audit log and the
+/// anomaly reports).
+#[async_trait]
+pub trait AgentActivity: Send + Sync + 'static {
+    /// Names of the agent's most recent actions, newest first.
+    async fn recent_actions(&self, tenant: TenantId, agent: AgentId, limit: i64) -> Result<Vec<String>>;
+    /// Mean risk score of the agent's `limit` most recent audit entries.
+    async fn recent_risk(&self, tenant: TenantId, agent: AgentId, limit: i64) -> Result<Option<f64>>;
+}
+
+/// No activity source (tests, or before the audit log is wired).
+pub struct NoActivity;
+
+#[async_trait]
+impl AgentActivity for NoActivity {
+    async fn recent_actions(&self, _: TenantId, _: AgentId, _: i64) -> Result<Vec<String>> {
+        Ok(Vec::new())
+    }
+    async fn recent_risk(&self, _: TenantId, _: AgentId, _: i64) -> Result<Option<f64>> {
+        Ok(None)
+    }
+}
+
+#[derive(Queryable, Selectable, Insertable, AsChangeset, Clone, Debug)]
+#[diesel(table_name = agents)]
+#[diesel(treat_none_as_null = true)]
+pub struct AgentRecord {
+    pub id: Id,
+    pub tenant_id: Id,
+    pub name: String,
+    pub agent_type: String,
+    pub capabilities: Json,
+    pub permissions: Json,
+    pub status: String,
+    pub version: Option<String>,
+    pub predicted_type: Option<String>,
+    pub type_confidence: Option<f64>,
+    pub risk_score: Option<f64>,
+    pub embedding: Option<Vec<u8>>,
+    pub embedding_updated_at: Option<Ts>,
+    pub created_at: Ts,
+    pub updated_at: Ts,
+    pub profile_changed_at: Ts,
+    pub last_heartbeat: Option<Ts>,
+    pub active_since: Ts,
+}
+
+impl AgentRecord {
+    pub fn capability_list(&self) -> Vec<String> {
+        self.capabilities
+            .0
+            .as_array()
+            .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
+            .unwrap_or_default()
+    }
+
+    pub fn agent_id(&self) -> AgentId {
+        self.id.into_id()
+    }
+}
+
+/// The agent object (contract 11.1).
+#[derive(Clone, Debug, Serialize)]
+pub struct AgentView {
+    pub id: String,
+    pub tenant_id: String,
+    pub name: String,
+    #[serde(rename = "type")]
+    pub agent_type: String,
+    pub capabilities: Value,
+    pub permissions: Value,
+    pub status: String,
+    pub version: Option<String>,
+    pub predicted_type: Option<String>,
+    pub risk_score: Option<f64>,
+    pub created_at: String,
+    pub updated_at: String,
+    pub last_heartbeat: Option<String>,
+}
+
+impl From<&AgentRecord> for AgentView {
+    fn from(a: &AgentRecord) -> Self {
+        AgentView {
+            id: a.id.0.hyphenated().to_string(),
+            tenant_id: a.tenant_id.0.hyphenated().to_string(),
+            name: a.name.clone(),
+            agent_type: a.agent_type.clone(),
+            capabilities: a.capabilities.0.clone(),
+            permissions: a.permissions.0.clone(),
+            status: a.status.clone(),
+            version: a.version.clone(),
+            predicted_type: a.predicted_type.clone(),
+            risk_score: a.risk_score,
+            created_at: format_timestamp(a.created_at.0),
+            updated_at: format_timestamp(a.updated_at.0),
+            last_heartbeat: a.last_heartbeat.map(|t| format_timestamp(t.0)),
+        }
+    }
+}
+
+/// The validated fields of a registration or update.
+#[derive(Default)]
+struct AgentInput {
+    name: Option<String>,
+    agent_type: Option<String>,
+    capabilities: Option<Vec<String>>,
+    permissions: Option<Map<String, Value>>,
+    version: Option<Option<String>>,
+}
+
+fn read_input(value: &Value, registering: bool) -> Result<AgentInput> {
+    let mut f = Fields::root(value);
+    let name = if registering {
+        f.required_str("name", 1, 128)
+    } else {
+        f.optional_str("name", 1, 128)
+    }
+    .map(|n| n.trim().to_owned());
+    if name.as_deref() == Some("") {
+        f.error("name", "must not be blank");
+    }
+    let agent_type = f.optional_enum("type", &AGENT_TYPES).map(str::to_owned);
+    let capabilities = f.optional_str_array("capabilities", 100);
+    let permissions = f.optional_object("permissions").cloned();
+    if let Some(p) = &permissions {
+        if let Some(m) = p.get("max_risk").filter(|v| !v.is_null()) {
+            if !m.as_f64().is_some_and(|x| (0.0..=1.0).contains(&x)) {
+                f.error("permissions.max_risk", "must be a number between 0 and 1");
+            }
+        }
+    }
+    let version = match value.get("version") {
+        None => None,
+        Some(Value::Null) => Some(None),
+        Some(_) => f.optional_str("version", 0, 64).map(|v| Some(v.to_owned())),
+    };
+    if !registering && value.get("status").is_some() {
+        f.error("status", "cannot be changed here: use heartbeat, suspend or resume");
+    }
+    f.finish()?;
+    Ok(AgentInput {
+        name,
+        agent_type,
+        capabilities,
+        permissions,
+        version,
+    })
+}
+
+fn name_conflict(e: Error, name: &str) -> Error {
+    if e.kind == ErrorKind::Conflict {
+        Error::conflict(format!("an agent named {name:?} already exists in this tenant"))
+    } else {
+        e
+    }
+}
+
+/// The registry service.
+#[derive(Clone)]
+pub struct Registry {
+    db: DbPool,
+    bus: Arc<dyn EventBus>,
+    activity: Arc<dyn AgentActivity>,
+    predictor: Arc<TypePredictor>,
+    inactivity: Duration,
+}
+
+impl Registry {
+    pub fn new(db: DbPool, bus: Arc<dyn EventBus>, activity: Arc<dyn AgentActivity>, inactivity: Duration) -> Self {
+        Self {
+            db,
+            bus,
+            activity,
+            predictor: Arc::new(TypePredictor::new()),
+            inactivity,
+        }
+    }
+
+    /// Replaces the activity source (wired after the audit service exists).
+    pub fn with_activity(mut self, activity: Arc<dyn AgentActivity>) -> Self {
+        self.activity = activity;
+        self
+    }
+
+    fn event(&self, kind: &str, tenant: TenantId, agent: &AgentRecord) {
+        publish(
+            &self.bus,
+            Event::new(
+                kind,
+                tenant,
+                Severity::Info,
+                json!({"agent_id": agent.id.0.to_string(), "name": agent.name, "type": agent.agent_type}),
+            ),
+        );
+    }
+
+    /// Computes embedding, predicted type and confidence into the record.
+    fn embed(&self, a: &mut AgentRecord, actions: &[String], now: OffsetDateTime) {
+        let caps = a.capability_list();
+        let e = Embedding::of_agent(&Profile {
+            name: &a.name,
+            agent_type: &a.agent_type,
+            capabilities: &caps,
+            actions,
+        });
+        let prediction = self.predictor.predict(&e);
+        a.predicted_type = prediction.map(|(t, _)| t.to_owned());
+        a.type_confidence = prediction.map(|(_, c)| c);
+        a.embedding = Some(e.to_bytes());
+        a.embedding_updated_at = Some(Ts(now));
+    }
+
+    /// Loads one agent of a tenant (404 when absent or another tenant's).
+    pub async fn find(&self, tenant: TenantId, id: AgentId) -> Result<Option<AgentRecord>> {
+        with_conn!(&self.db, conn => {
+            agents::table
+                .filter(agents::tenant_id.eq(Id(tenant.0)))
+                .filter(agents::id.eq(Id(id.0)))
+                .select(AgentRecord::as_select())
+                .first(conn)
+                .await
+                .optional()
+                .db()
+        })
+    }
+
+    async fn load(&self, p: &Principal, id: &str) -> Result<AgentRecord> {
+        let id: AgentId = parse_path_id(id, "agent")?;
+        self.find(p.tenant, id)
+            .await?
+            .ok_or_else(|| Error::not_found(format!("agent {id} was not found")))
+    }
+
+    async fn save(&self, a: &AgentRecord) -> Result<()> {
+        let id = a.id;
+        with_conn!(&self.db, conn => {
+            diesel::update(agents::table.filter(agents::id.eq(id)))
+                .set(a)
+                .execute(conn)
+                .await
+                .db()
+        })
+        .map_err(|e| name_conflict(e, &a.name))?;
+        Ok(())
+    }
+
+    /// Registers an agent (status `active`) with its embedding; used by confirm too.
+    pub async fn create(
+        &self,
+        tenant: TenantId,
+        name: String,
+        agent_type: String,
+        capabilities: Vec<String>,
+        permissions: Map<String, Value>,
+        version: Option<String>,
+    ) -> Result<AgentRecord> {
+        let now = clock::now();
+        let mut a = AgentRecord {
+            id: Id(uuid::Uuid::now_v7()),
+            tenant_id: Id(tenant.0),
+            name,
+            agent_type,
+            capabilities: Json(json!(capabilities)),
+            permissions: Json(Value::Object(permissions)),
+            status: "active".into(),
+            version,
+            predicted_type: None,
+            type_confidence: None,
+            risk_score: None,
+            embedding: None,
+            embedding_updated_at: None,
+            created_at: Ts(now),
+            updated_at: Ts(now),
+            profile_changed_at: Ts(now),
+            last_heartbeat: None,
+            active_since: Ts(now),
+        };
+        self.embed(&mut a, &[], now);
+        with_conn!(&self.db, conn => {
+            diesel::insert_into(agents::table).values(&a).execute(conn).await.db()
+        })
+        .map_err(|e| name_conflict(e, &a.name))?;
+        self.event("agent.registered", tenant, &a);
+        Ok(a)
+    }
+
+    /// `POST /agents/register`.
+    pub async fn register(&self, p: &Principal, body: &Body) -> Result<AgentView> {
+        p.authorize(Op::AgentsWrite)?;
+        let input = read_input(&body.parse::<Value>()?, true)?;
+        let a = self
+            .create(
+                p.tenant,
+                input.name.unwrap_or_default(),
+                input.agent_type.unwrap_or_else(|| "custom".into()),
+                input.capabilities.unwrap_or_default(),
+                input.permissions.unwrap_or_default(),
+                input.version.flatten(),
+            )
+            .await?;
+        Ok((&a).into())
+    }
+
+    /// `GET /agents`: filters `status`, `type`; newest first.
+    pub async fn list(&self, p: &Principal, pairs: &[(String, String)]) -> Result<Page<AgentView>> {
+        p.authorize(Op::AgentsRead)?;
+        let mut q = Query::new(pairs);
+        let page = PageRequest::read(&mut q, MAX_LIMIT);
+        let status = q.one_of("status", &STATUSES).map(str::to_owned);
+        let agent_type = q.one_of("type", &AGENT_TYPES).map(str::to_owned);
+        q.finish()?;
+        let tenant = Id(p.tenant.0);
+        macro_rules! filtered {
+            () => {{
+                let mut query = agents::table.filter(agents::tenant_id.eq(tenant)).into_boxed();
+                if let Some(s) = &status {
+                    query = query.filter(agents::status.eq(s.clone()));
+                }
+                if let Some(t) = &agent_type {
+                    query = query.filter(agents::agent_type.eq(t.clone()));
+                }
+                query
+            }};
+        }
+        let (total, rows): (i64, Vec<AgentRecord>) = with_conn!(&self.db, conn => {
+            let total = filtered!().count().get_result(conn).await.db()?;
+            let rows = filtered!()
+                .order((agents::created_at.desc(), agents::id.desc()))
+                .offset(page.skip)
+                .limit(page.limit)
+                .select(AgentRecord::as_select())
+                .load(conn)
+                .await
+                .db()?;
+            Ok::<_, Error>((total, rows))
+        })?;
+        Ok(Page::new(rows.iter().map(AgentView::from).collect(), total, page))
+    }
+
+    /// `GET /agents/{id}`.
+    pub async fn get(&self, p: &Principal, id: &str) -> Result<AgentView> {
+        p.authorize(Op::AgentsRead)?;
+        Ok((&self.load(p, id).await?).into())
+    }
+
+    /// The record behind `GET /agents/{id}/details` (the server adds audit and anomalies).
+    pub async fn details(&self, p: &Principal, id: &str) -> Result<AgentRecord> {
+        p.authorize(Op::AgentsRead)?;
+        self.load(p, id).await
+    }
+
+    /// `PUT /agents/{id}`.
+    pub async fn update(&self, p: &Principal, id: &str, body: &Body) -> Result<AgentView> {
+        p.authorize(Op::AgentsWrite)?;
+        let input = read_input(&body.parse::<Value>()?, false)?;
+        let mut a = self.load(p, id).await?;
+        let now = clock::now();
+        let mut profile_changed = false;
+        if let Some(n) = input.name {
+            profile_changed |= n != a.name;
+            a.name = n;
+        }
+        if let Some(t) = input.agent_type {
+            profile_changed |= t != a.agent_type;
+            a.agent_type = t;
+        }
+        if let Some(c) = input.capabilities {
+            let c = json!(c);
+            profile_changed |= c != a.capabilities.0;
+            a.capabilities = Json(c);
+        }
+        if let Some(perm) = input.permissions {
+            a.permissions = Json(Value::Object(perm));
+        }
+        if let Some(v) = input.version {
+            a.version = v;
+        }
+        a.updated_at = Ts(now);
+        if profile_changed {
+            a.profile_changed_at = Ts(now);
+            let actions = self.activity.recent_actions(p.tenant, a.agent_id(), 20).await.unwrap_or_default();
+            self.embed(&mut a, &actions, now);
+        }
+        self.save(&a).await?;
+        self.event("agent.updated", p.tenant, &a);
+        Ok((&a).into())
+    }
+
+    /// `DELETE /agents/{id}`.
+    pub async fn delete(&self, p: &Principal, id: &str) -> Result<()> {
+        p.authorize(Op::AgentsDelete)?;
+        let a = self.load(p, id).await?;
+        let row = a.id;
+        with_conn!(&self.db, conn => {
+            diesel::delete(agents::table.filter(agents::id.eq(row))).execute(conn).await.db()
+        })?;
+        self.event("agent.deleted", p.tenant, &a);
+        Ok(())
+    }
+
+    /// `POST /agents/{id}/heartbeat` with `{status?}` (`active` or `error`).
+    pub async fn heartbeat(&self, p: &Principal, id: &str, body: &Body) -> Result<AgentView> {
+        p.authorize(Op::AgentsWrite)?;
+        let value = body.parse_or_empty::<Value>()?;
+        let mut f = Fields::root(&value);
+        let status = f.optional_enum("status", &["active", "error"]).unwrap_or("active").to_owned();
+        f.finish()?;
+        let mut a = self.load(p, id).await?;
+        if a.status == "suspended" {
+            return Err(Error::new(ErrorKind::AgentSuspended, format!("agent {} is suspended", a.id.0)));
+        }
+        let now = clock::now();
+        a.status = status;
+        a.last_heartbeat = Some(Ts(now));
+        a.active_since = Ts(now);
+        a.updated_at = Ts(now);
+        let stale = a
+            .embedding_updated_at
+            .is_none_or(|t| now - t.0 > EMBEDDING_MAX_AGE || t.0 < a.profile_changed_at.0);
+        if stale {
+            let actions = self.activity.recent_actions(p.tenant, a.agent_id(), 20).await.unwrap_or_default();
+            self.embed(&mut a, &actions, now);
+        }
+        self.save(&a).await?;
+        Ok((&a).into())
+    }
+
+    /// `POST /agents/{id}/suspend` (idempotent).
+    pub async fn suspend(&self, p: &Principal, id: &str) -> Result<AgentView> {
+        p.authorize(Op::AgentsSuspend)?;
+        let mut a = self.load(p, id).await?;
+        if a.status != "suspended" {
+            a.status = "suspended".into();
+            a.updated_at = Ts(clock::now());
+            self.save(&a).await?;
+            self.event("agent.suspended", p.tenant, &a);
+        }
+        Ok((&a).into())
+    }
+
+    /// `POST /agents/{id}/resume`: only a suspended agent; restarts the inactivity clock.
+    pub async fn resume(&self, p: &Principal, id: &str) -> Result<AgentView> {
+        p.authorize(Op::AgentsSuspend)?;
+        let mut a = self.load(p, id).await?;
+        if a.status != "suspended" {
+            return Err(Error::conflict(format!("agent {} is not suspended", a.id.0)));
+        }
+        let now = clock::now();
+        a.status = "active".into();
+        a.active_since = Ts(now);
+        a.updated_at = Ts(now);
+        self.save(&a).await?;
+        self.event("agent.resumed", p.tenant, &a);
+        Ok((&a).into())
+    }
+
+    /// `GET /agents/search?q=`: cosine similarity of hashed vectors, best first, only > 0.
+    pub async fn search(&self, p: &Principal, pairs: &[(String, String)]) -> Result<Page<Value>> {
+        p.authorize(Op::AgentsRead)?;
+        let mut q = Query::new(pairs);
+        let page = PageRequest::read(&mut q, MAX_LIMIT);
+        let text = q.raw("q").map(str::trim).unwrap_or_default().to_owned();
+        if text.is_empty() {
+            q.error("q", "is required");
+        }
+        q.finish()?;
+        let query = Embedding::of_query(&text);
+        let tenant = Id(p.tenant.0);
+        let rows: Vec<(Id, Option<Vec<u8>>)> = with_conn!(&self.db, conn => {
+            agents::table
+                .filter(agents::tenant_id.eq(tenant))
+                .select((agents::id, agents::embedding))
+                .load(conn)
+                .await
+                .db()
+        })?;
+        let mut scored: Vec<(Id, f32)> = rows
+            .into_iter()
+            .filter_map(|(id, e)| {
+                let e = Embedding::from_bytes(e.as_deref()?)?;
+                let s = query.cosine(&e);
+                (s > 1e-6).then_some((id, s.min(1.0)))
+            })
+            .collect();
+        scored.sort_by(|a, b| b.1.partial_cmp(&a.1).unwrap_or(std::cmp::Ordering::Equal).then(a.0 .0.cmp(&b.0 .0)));
+        let total = scored.len() as i64;
+        let window: Vec<(Id, f32)> = scored
+            .into_iter()
+            .skip(page.skip as usize)
+            .take(page.limit as usize)
+            .collect();
+        let ids: Vec<Id> = window.iter().map(|(id, _)| *id).collect();
+        let records: Vec<AgentRecord> = with_conn!(&self.db, conn => {
+            agents::table
+                .filter(agents::id.eq_any(ids))
+                .select(AgentRecord::as_select())
+                .load(conn)
+                .await
+                .db()
+        })?;
+        let items = window
+            .iter()
+            .filter_map(|(id, s)| {
+                let a = records.iter().find(|r| r.id == *id)?;
+                let mut v = serde_json::to_value(AgentView::from(a)).ok()?;
+                v["similarity"] = json!((f64::from(*s) * 1e6).round() / 1e6);
+                Some(v)
+            })
+            .collect();
+        Ok(Page::new(items, total, page))
+    }
+
+    /// Best-effort refresh after an audit write: rolls up the risk score, refreshes a stale
+    /// embedding with the recent actions.
+    pub async fn refresh_after_audit(&self, tenant: TenantId, agent: AgentId) -> Result<()> {
+        let Some(mut a) = self.find(tenant, agent).await? else {
+            return Ok(());
+        };
+        let now = clock::now();
+        a.risk_score = self.activity.recent_risk(tenant, agent, 20).await?;
+        let actions = self.activity.recent_actions(tenant, agent, 20).await?;
+        self.embed(&mut a, &actions, now);
+        let id = a.id;
+        with_conn!(&self.db, conn => {
+            diesel::update(agents::table.filter(agents::id.eq(id)))
+                .set((
+                    agents::risk_score.eq(a.risk_score),
+                    agents::embedding.eq(&a.embedding),
+                    agents::embedding_updated_at.eq(a.embedding_updated_at),
+                    agents::predicted_type.eq(&a.predicted_type),
+                    agents::type_confidence.eq(a.type_confidence),
+                ))
+                .execute(conn)
+                .await
+                .db()
+        })?;
+        Ok(())
+    }
+
+    /// Marks `active` agents silent for longer than the inactivity period `inactive`, in one
+    /// set-based UPDATE. Returns how many changed.
+    pub async fn sweep_inactive(&self) -> Result<usize> {
+        let now = clock::now();
+        let cutoff = Ts(now - time::Duration::try_from(self.inactivity).unwrap_or(time::Duration::MINUTE));
+        with_conn!(&self.db, conn => {
+            diesel::update(
+                agents::table
+                    .filter(agents::status.eq("active"))
+                    .filter(agents::active_since.lt(cutoff)),
+            )
+            .set((agents::status.eq("inactive"), agents::updated_at.eq(Ts(now))))
+            .execute(conn)
+            .await
+            .db()
+        })
+    }
+
+    /// Runs the sweeper forever, one claimed tick per interval across all instances.
+    pub async fn run_sweeper(self) {
+        let interval = (self.inactivity / 3).clamp(Duration::from_secs(1), Duration::from_secs(30));
+        let mut tick = tokio::time::interval(interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            match steward_store::schedule::claim_tick(&self.db, "agents.inactivity_sweep", interval).await {
+                Ok(true) => match self.sweep_inactive().await {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(agents = n, "agents marked inactive"),
+                    Err(e) => tracing::warn!(error = %e, "inactivity sweep failed"),
+                },
+                Ok(false) => {}
+                Err(e) => tracing::debug!(error = %e, "inactivity sweep not claimed"),
+            }
+        }
+    }
+}

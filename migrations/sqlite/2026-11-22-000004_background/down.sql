@@ -1,0 +1,2 @@
+DROP TABLE jobs;
+DROP TABLE schedules;

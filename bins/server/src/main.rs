@@ -48,6 +48,12 @@ async fn run(settings: Settings) -> anyhow::Result<()> {
     });
 
     actix_web::rt::spawn(state.registry.clone().run_sweeper());
+    actix_web::rt::spawn(
+        state
+            .audit
+            .clone()
+            .run_export_worker(state.settings.export_storage_path.clone()),
+    );
 
     let data = state.clone();
     let server = HttpServer::new(move || build_app(data.clone()))

@@ -14,7 +14,7 @@ use crate::routes::{agents, audit, health, identity, status};
         health::root, health::health, health::ready, health::metrics, status::status,
         identity::login, identity::logout, identity::me, identity::list_users, identity::create_user,
         identity::create_key, identity::create_tenant,
-        audit::list, audit::verify, audit::log,
+        audit::list, audit::verify, audit::log, audit::export, audit::export_async,
         agents::register, agents::list, agents::search, agents::details, agents::heartbeat,
     ),
     components(schemas(health::RootInfo, health::Health, health::Readiness, health::Checks)),

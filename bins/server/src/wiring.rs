@@ -10,11 +10,21 @@ pub struct AuditActivity(pub AuditService);
 
 #[async_trait]
 impl AgentActivity for AuditActivity {
-    async fn recent_actions(&self, tenant: TenantId, agent: AgentId, limit: i64) -> Result<Vec<String>> {
+    async fn recent_actions(
+        &self,
+        tenant: TenantId,
+        agent: AgentId,
+        limit: i64,
+    ) -> Result<Vec<String>> {
         self.0.recent_actions(tenant, agent, limit).await
     }
 
-    async fn recent_risk(&self, tenant: TenantId, agent: AgentId, limit: i64) -> Result<Option<f64>> {
+    async fn recent_risk(
+        &self,
+        tenant: TenantId,
+        agent: AgentId,
+        limit: i64,
+    ) -> Result<Option<f64>> {
         self.0.mean_risk(tenant, agent, Some(limit)).await
     }
 }

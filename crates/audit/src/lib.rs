@@ -2,6 +2,7 @@
 //! optional HMAC-SHA256 signature; appends, queries and verification.
 
 pub mod chain;
+pub mod export;
 pub mod service;
 
 pub use chain::{canonical_bytes, ChainHasher, GENESIS_HASH};

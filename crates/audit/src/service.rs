@@ -44,7 +44,7 @@ pub struct AuditEntry {
 
 #[derive(Queryable, Selectable, Insertable, Clone, Debug)]
 #[diesel(table_name = audit_entries)]
-struct EntryRow {
+pub(crate) struct EntryRow {
     id: Id,
     tenant_id: Id,
     seq: i64,
@@ -68,7 +68,7 @@ fn uuid_str(id: &Option<Id>) -> Option<String> {
 }
 
 impl EntryRow {
-    fn named(self, agent_name: Option<String>) -> AuditEntry {
+    pub(crate) fn named(self, agent_name: Option<String>) -> AuditEntry {
         let mut v = self.view();
         v.agent_name = agent_name;
         v
@@ -143,7 +143,8 @@ pub trait AfterWrite: Send + Sync + 'static {
 }
 
 /// Reserved action prefixes of server-written entries (contract 14.1).
-pub const RESERVED_PREFIXES: [&str; 6] = ["user.", "api_key.", "policy.", "hitl.", "guard.", "system."];
+pub const RESERVED_PREFIXES: [&str; 6] =
+    ["user.", "api_key.", "policy.", "hitl.", "guard.", "system."];
 
 /// Entries read per batch while verifying.
 const VERIFY_BATCH: i64 = 1000;
@@ -156,6 +157,10 @@ impl AuditService {
             hasher,
             hook: None,
         }
+    }
+
+    pub(crate) fn db(&self) -> &DbPool {
+        &self.db
     }
 
     /// Sets the after-write hook (wired once the registry exists).
@@ -179,12 +184,18 @@ impl AuditService {
         let resource = f.required_str("resource", 0, 512).map(str::to_owned);
         let input = f.optional_object("input").cloned().unwrap_or_default();
         let output = f.optional_object("output").cloned().unwrap_or_default();
-        let reasoning = f.optional_str_array("reasoning", 10_000).unwrap_or_default();
+        let reasoning = f
+            .optional_str_array("reasoning", 10_000)
+            .unwrap_or_default();
         let risk_score = f.optional_f64("risk_score", 0.0, 1.0).unwrap_or(0.0);
         let is_approved = f.optional_bool("is_approved").unwrap_or(false);
-        let status = match agent {
+        let found = match agent {
             Some(id) => self.agent_status(p.tenant, AgentId(id)).await?,
             None => None,
+        };
+        let (status, agent_name) = match found {
+            Some((s, n)) => (Some(s), Some(n)),
+            None => (None, None),
         };
         if agent.is_some() && status.is_none() {
             f.error("agent_id", "is not a registered agent of this tenant");
@@ -211,15 +222,22 @@ impl AuditService {
             risk_score,
             is_approved,
         };
-        self.append(record).await
+        let mut entry = self.append(record).await?;
+        entry.agent_name = agent_name;
+        Ok(entry)
     }
 
-    async fn agent_status(&self, tenant: TenantId, agent: AgentId) -> Result<Option<String>> {
+    /// Status and name of an agent of the tenant.
+    async fn agent_status(
+        &self,
+        tenant: TenantId,
+        agent: AgentId,
+    ) -> Result<Option<(String, String)>> {
         with_conn!(&self.db, conn => {
             agents::table
                 .filter(agents::tenant_id.eq(Id(tenant.0)))
                 .filter(agents::id.eq(Id(agent.0)))
-                .select(agents::status)
+                .select((agents::status, agents::name))
                 .first(conn)
                 .await
                 .optional()
@@ -228,7 +246,12 @@ impl AuditService {
     }
 
     /// Names of an agent's most recent actions, newest first.
-    pub async fn recent_actions(&self, tenant: TenantId, agent: AgentId, limit: i64) -> Result<Vec<String>> {
+    pub async fn recent_actions(
+        &self,
+        tenant: TenantId,
+        agent: AgentId,
+        limit: i64,
+    ) -> Result<Vec<String>> {
         with_conn!(&self.db, conn => {
             audit_entries::table
                 .filter(audit_entries::tenant_id.eq(Id(tenant.0)))
@@ -244,7 +267,12 @@ impl AuditService {
 
     /// Mean risk of the agent's `limit` most recent entries (`None` = all entries when
     /// `limit` is `None`); `None` when the agent has no entry.
-    pub async fn mean_risk(&self, tenant: TenantId, agent: AgentId, limit: Option<i64>) -> Result<Option<f64>> {
+    pub async fn mean_risk(
+        &self,
+        tenant: TenantId,
+        agent: AgentId,
+        limit: Option<i64>,
+    ) -> Result<Option<f64>> {
         let scores: Vec<f64> = with_conn!(&self.db, conn => {
             let mut q = audit_entries::table
                 .filter(audit_entries::tenant_id.eq(Id(tenant.0)))
@@ -261,7 +289,12 @@ impl AuditService {
     }
 
     /// The agent's most recent entries, newest first.
-    pub async fn recent_entries(&self, tenant: TenantId, agent: AgentId, limit: i64) -> Result<Vec<AuditEntry>> {
+    pub async fn recent_entries(
+        &self,
+        tenant: TenantId,
+        agent: AgentId,
+        limit: i64,
+    ) -> Result<Vec<AuditEntry>> {
         let rows: Vec<(EntryRow, Option<String>)> = with_conn!(&self.db, conn => {
             audit_entries::table
                 .left_join(agents::table.on(agents::id.nullable().eq(audit_entries::agent_id)))

@@ -66,13 +66,17 @@ fn scratch() {
             println!("{i} {r} = {}", v.to_json_str().unwrap());
         }
         for r in ["notin", "notidx", "posidx", "permitted"] {
-            let v = e.eval_rule(format!("data.steward.policies.hipaa.{r}")).unwrap();
+            let v = e
+                .eval_rule(format!("data.steward.policies.hipaa.{r}"))
+                .unwrap();
             println!("{i} {r} = {}", v.to_json_str().unwrap());
         }
     }
     let input = Value::from_json_str(inputs[1]).unwrap();
     // approach 1: compiled policy
-    let cp = e.compile_with_entrypoint(&"data.steward_internal.decision".into()).unwrap();
+    let cp = e
+        .compile_with_entrypoint(&"data.steward_internal.decision".into())
+        .unwrap();
     let n = 20000;
     let t = Instant::now();
     for _ in 0..n {
@@ -85,26 +89,59 @@ fn scratch() {
     for _ in 0..n {
         let mut c = e.clone();
         c.set_input(input.clone());
-        let v = c.eval_rule("data.steward_internal.decision".into()).unwrap();
+        let v = c
+            .eval_rule("data.steward_internal.decision".into())
+            .unwrap();
         assert!(v != Value::Undefined);
     }
     println!("clone+wrapper: {:?}/eval", t.elapsed() / n);
     let t = Instant::now();
-    for _ in 0..n {
+    for _ in 0..0 {
         let mut c = e.clone();
         c.set_input(input.clone());
         for r in ["allow", "deny", "require_approval", "severity"] {
-            let _ = c.eval_rule(format!("data.steward.policies.hipaa.{r}")).unwrap();
+            let _ = c
+                .eval_rule(format!("data.steward.policies.hipaa.{r}"))
+                .unwrap();
         }
     }
     println!("clone+4 rules: {:?}/eval", t.elapsed() / n);
     let t = Instant::now();
     for _ in 0..n {
         e.set_input(input.clone());
-        let v = e.eval_rule("data.steward_internal.decision".into()).unwrap();
+        let v = e
+            .eval_rule("data.steward_internal.decision".into())
+            .unwrap();
         assert!(v != Value::Undefined);
     }
     println!("reuse engine: {:?}/eval", t.elapsed() / n);
+    {
+        use regorus::languages::rego::compiler::Compiler;
+        use regorus::rvm::RegoVM;
+        let prog = Compiler::compile_from_policy(&cp, &["data.steward_internal.decision"]).unwrap();
+        let mut vm = RegoVM::new();
+        vm.load_program(prog.clone());
+        vm.set_input(input.clone());
+        println!("vm: {}", vm.execute().unwrap().to_json_str().unwrap());
+        let t = Instant::now();
+        for _ in 0..n {
+            vm.set_input(input.clone());
+            let v = vm.execute().unwrap();
+            assert!(v != Value::Undefined);
+        }
+        println!("rvm reuse: {:?}/eval", t.elapsed() / n);
+        let t = Instant::now();
+        for _ in 0..n {
+            let mut vm = RegoVM::new();
+            vm.load_program(prog.clone());
+            vm.set_input(input.clone());
+            let v = vm.execute().unwrap();
+            assert!(v != Value::Undefined);
+        }
+        println!("rvm new: {:?}/eval", t.elapsed() / n);
+        fn is_send<T: Send>() {}
+        is_send::<RegoVM>();
+    }
     fn is_send<T: Send>() {}
     fn is_sync<T: Sync>() {}
     is_send::<Engine>();

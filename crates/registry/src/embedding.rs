@@ -7,7 +7,15 @@
 pub const DIM: usize = 256;
 
 /// The agent types (contract 11.1).
-pub const AGENT_TYPES: [&str; 7] = ["llm", "tool", "workflow", "custom", "rag", "action", "orchestrator"];
+pub const AGENT_TYPES: [&str; 7] = [
+    "llm",
+    "tool",
+    "workflow",
+    "custom",
+    "rag",
+    "action",
+    "orchestrator",
+];
 
 /// Lowercase alphanumeric words, split on any other character.
 pub fn words(text: &str) -> impl Iterator<Item = String> + '_ {
@@ -145,7 +153,11 @@ impl TypePredictor {
         if e.is_zero() {
             return None;
         }
-        let scores: Vec<(&'static str, f32)> = self.centroids.iter().map(|(t, c)| (*t, c.cosine(e))).collect();
+        let scores: Vec<(&'static str, f32)> = self
+            .centroids
+            .iter()
+            .map(|(t, c)| (*t, c.cosine(e)))
+            .collect();
         let total: f32 = scores.iter().map(|(_, s)| s.max(0.0)).sum();
         let (best, score) = scores
             .into_iter()
@@ -192,10 +204,14 @@ mod tests {
     #[test]
     fn predicts_plausible_types() {
         let p = TypePredictor::new();
-        let (t, c) = p.predict(&agent("support chat assistant", "custom", &["respond"])).unwrap();
+        let (t, c) = p
+            .predict(&agent("support chat assistant", "custom", &["respond"]))
+            .unwrap();
         assert_eq!(t, "llm");
         assert!(c > 0.0 && c <= 1.0);
-        let (t, _) = p.predict(&agent("document retrieval search", "custom", &[])).unwrap();
+        let (t, _) = p
+            .predict(&agent("document retrieval search", "custom", &[]))
+            .unwrap();
         assert_eq!(t, "rag");
     }
 }

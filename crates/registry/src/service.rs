@@ -13,8 +13,8 @@ use steward_core::event::{publish, Event, Severity};
 use steward_core::page::MAX_LIMIT;
 use steward_core::validate::{Fields, Query};
 use steward_core::{
-    parse_path_id, AgentId, Body, Error, ErrorKind, EventBus, Op, Page, PageRequest, Principal, Result,
-    TenantId,
+    parse_path_id, AgentId, Body, Error, ErrorKind, EventBus, Op, Page, PageRequest, Principal,
+    Result, TenantId,
 };
 use steward_store::schema::agents;
 use steward_store::{with_conn, DbPool, DbResultExt, Id, Json, Ts};
@@ -31,9 +31,19 @@ const STATUSES: [&str; 4] = ["active", "inactive", "error", "suspended"];
 #[async_trait]
 pub trait AgentActivity: Send + Sync + 'static {
     /// Names of the agent's most recent actions, newest first.
-    async fn recent_actions(&self, tenant: TenantId, agent: AgentId, limit: i64) -> Result<Vec<String>>;
+    async fn recent_actions(
+        &self,
+        tenant: TenantId,
+        agent: AgentId,
+        limit: i64,
+    ) -> Result<Vec<String>>;
     /// Mean risk score of the agent's `limit` most recent audit entries.
-    async fn recent_risk(&self, tenant: TenantId, agent: AgentId, limit: i64) -> Result<Option<f64>>;
+    async fn recent_risk(
+        &self,
+        tenant: TenantId,
+        agent: AgentId,
+        limit: i64,
+    ) -> Result<Option<f64>>;
 }
 
 /// No activity source (tests, or before the audit log is wired).
@@ -78,7 +88,11 @@ impl AgentRecord {
         self.capabilities
             .0
             .as_array()
-            .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_owned))
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
@@ -163,7 +177,10 @@ fn read_input(value: &Value, registering: bool) -> Result<AgentInput> {
         Some(_) => f.optional_str("version", 0, 64).map(|v| Some(v.to_owned())),
     };
     if !registering && value.get("status").is_some() {
-        f.error("status", "cannot be changed here: use heartbeat, suspend or resume");
+        f.error(
+            "status",
+            "cannot be changed here: use heartbeat, suspend or resume",
+        );
     }
     f.finish()?;
     Ok(AgentInput {
@@ -177,7 +194,9 @@ fn read_input(value: &Value, registering: bool) -> Result<AgentInput> {
 
 fn name_conflict(e: Error, name: &str) -> Error {
     if e.kind == ErrorKind::Conflict {
-        Error::conflict(format!("an agent named {name:?} already exists in this tenant"))
+        Error::conflict(format!(
+            "an agent named {name:?} already exists in this tenant"
+        ))
     } else {
         e
     }
@@ -194,7 +213,12 @@ pub struct Registry {
 }
 
 impl Registry {
-    pub fn new(db: DbPool, bus: Arc<dyn EventBus>, activity: Arc<dyn AgentActivity>, inactivity: Duration) -> Self {
+    pub fn new(
+        db: DbPool,
+        bus: Arc<dyn EventBus>,
+        activity: Arc<dyn AgentActivity>,
+        inactivity: Duration,
+    ) -> Self {
         Self {
             db,
             bus,
@@ -340,7 +364,9 @@ impl Registry {
         let tenant = Id(p.tenant.0);
         macro_rules! filtered {
             () => {{
-                let mut query = agents::table.filter(agents::tenant_id.eq(tenant)).into_boxed();
+                let mut query = agents::table
+                    .filter(agents::tenant_id.eq(tenant))
+                    .into_boxed();
                 if let Some(s) = &status {
                     query = query.filter(agents::status.eq(s.clone()));
                 }
@@ -362,7 +388,11 @@ impl Registry {
                 .db()?;
             Ok::<_, Error>((total, rows))
         })?;
-        Ok(Page::new(rows.iter().map(AgentView::from).collect(), total, page))
+        Ok(Page::new(
+            rows.iter().map(AgentView::from).collect(),
+            total,
+            page,
+        ))
     }
 
     /// `GET /agents/{id}`.
@@ -406,7 +436,11 @@ impl Registry {
         a.updated_at = Ts(now);
         if profile_changed {
             a.profile_changed_at = Ts(now);
-            let actions = self.activity.recent_actions(p.tenant, a.agent_id(), 20).await.unwrap_or_default();
+            let actions = self
+                .activity
+                .recent_actions(p.tenant, a.agent_id(), 20)
+                .await
+                .unwrap_or_default();
             self.embed(&mut a, &actions, now);
         }
         self.save(&a).await?;
@@ -431,11 +465,17 @@ impl Registry {
         p.authorize(Op::AgentsWrite)?;
         let value = body.parse_or_empty::<Value>()?;
         let mut f = Fields::root(&value);
-        let status = f.optional_enum("status", &["active", "error"]).unwrap_or("active").to_owned();
+        let status = f
+            .optional_enum("status", &["active", "error"])
+            .unwrap_or("active")
+            .to_owned();
         f.finish()?;
         let mut a = self.load(p, id).await?;
         if a.status == "suspended" {
-            return Err(Error::new(ErrorKind::AgentSuspended, format!("agent {} is suspended", a.id.0)));
+            return Err(Error::new(
+                ErrorKind::AgentSuspended,
+                format!("agent {} is suspended", a.id.0),
+            ));
         }
         let now = clock::now();
         a.status = status;
@@ -446,7 +486,11 @@ impl Registry {
             .embedding_updated_at
             .is_none_or(|t| now - t.0 > EMBEDDING_MAX_AGE || t.0 < a.profile_changed_at.0);
         if stale {
-            let actions = self.activity.recent_actions(p.tenant, a.agent_id(), 20).await.unwrap_or_default();
+            let actions = self
+                .activity
+                .recent_actions(p.tenant, a.agent_id(), 20)
+                .await
+                .unwrap_or_default();
             self.embed(&mut a, &actions, now);
         }
         self.save(&a).await?;
@@ -471,7 +515,10 @@ impl Registry {
         p.authorize(Op::AgentsSuspend)?;
         let mut a = self.load(p, id).await?;
         if a.status != "suspended" {
-            return Err(Error::conflict(format!("agent {} is not suspended", a.id.0)));
+            return Err(Error::conflict(format!(
+                "agent {} is not suspended",
+                a.id.0
+            )));
         }
         let now = clock::now();
         a.status = "active".into();
@@ -510,7 +557,11 @@ impl Registry {
                 (s > 1e-6).then_some((id, s.min(1.0)))
             })
             .collect();
-        scored.sort_by(|a, b| b.1.partial_cmp(&a.1).unwrap_or(std::cmp::Ordering::Equal).then(a.0 .0.cmp(&b.0 .0)));
+        scored.sort_by(|a, b| {
+            b.1.partial_cmp(&a.1)
+                .unwrap_or(std::cmp::Ordering::Equal)
+                .then(a.0 .0.cmp(&b.0 .0))
+        });
         let total = scored.len() as i64;
         let window: Vec<(Id, f32)> = scored
             .into_iter()
@@ -569,7 +620,8 @@ impl Registry {
     /// set-based UPDATE. Returns how many changed.
     pub async fn sweep_inactive(&self) -> Result<usize> {
         let now = clock::now();
-        let cutoff = Ts(now - time::Duration::try_from(self.inactivity).unwrap_or(time::Duration::MINUTE));
+        let cutoff =
+            Ts(now - time::Duration::try_from(self.inactivity).unwrap_or(time::Duration::MINUTE));
         with_conn!(&self.db, conn => {
             diesel::update(
                 agents::table
@@ -590,7 +642,9 @@ impl Registry {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
-            match steward_store::schedule::claim_tick(&self.db, "agents.inactivity_sweep", interval).await {
+            match steward_store::schedule::claim_tick(&self.db, "agents.inactivity_sweep", interval)
+                .await
+            {
                 Ok(true) => match self.sweep_inactive().await {
                     Ok(0) => {}
                     Ok(n) => tracing::info!(agents = n, "agents marked inactive"),

@@ -16,7 +16,11 @@ pub fn instance_id() -> String {
     static ID: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     ID.get_or_init(|| {
         let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "steward".into());
-        format!("{host}-{}-{}", std::process::id(), uuid::Uuid::new_v4().simple())
+        format!(
+            "{host}-{}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4().simple()
+        )
     })
     .clone()
 }

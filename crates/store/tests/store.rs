@@ -146,10 +146,74 @@ fn _types_are_public(_: DbUuid, _: DbTime, _: DbJson) {}
 
 db_test!(one_claim_per_tick, |db| {
     use std::time::Duration;
-    let first = steward_store::schedule::claim_tick(&db.pool, "t", Duration::from_secs(60)).await.unwrap();
-    let second = steward_store::schedule::claim_tick(&db.pool, "t", Duration::from_secs(60)).await.unwrap();
+    let first = steward_store::schedule::claim_tick(&db.pool, "t", Duration::from_secs(60))
+        .await
+        .unwrap();
+    let second = steward_store::schedule::claim_tick(&db.pool, "t", Duration::from_secs(60))
+        .await
+        .unwrap();
     assert!(first, "the first claim of a due tick wins");
     assert!(!second, "the tick is taken until the interval has passed");
-    let other = steward_store::schedule::claim_tick(&db.pool, "u", Duration::from_secs(60)).await.unwrap();
+    let other = steward_store::schedule::claim_tick(&db.pool, "u", Duration::from_secs(60))
+        .await
+        .unwrap();
     assert!(other, "schedules are independent");
 });
+
+db_test!(
+    jobs_are_claimed_once_and_taken_over_after_lease_expiry,
+    |db| {
+        use std::time::Duration;
+        use steward_store::jobs;
+        let tenant = steward_core::TenantId::new();
+        // A tenant row for the foreign key.
+        let pool = &db.pool;
+        let row = TenantRow {
+            id: Id(tenant.0),
+            name: "jobs".into(),
+            settings: Json(json!({})),
+            created_at: Ts::from(steward_core::clock::now()),
+        };
+        let r: Result<usize, steward_core::Error> = async {
+        with_conn!(pool, conn => diesel::insert_into(tenants::table).values(&row).execute(conn).await.db())
+    }
+    .await;
+        r.unwrap();
+        let job = jobs::enqueue(pool, tenant, "k", json!({"x": 1}))
+            .await
+            .unwrap();
+        let first = jobs::claim(pool, "k", Duration::from_millis(300))
+            .await
+            .unwrap();
+        assert_eq!(first.map(|j| j.id), Some(job.id));
+        assert!(
+            jobs::claim(pool, "k", Duration::from_secs(30))
+                .await
+                .unwrap()
+                .is_none(),
+            "leased"
+        );
+        assert!(jobs::claim(pool, "other", Duration::from_secs(30))
+            .await
+            .unwrap()
+            .is_none());
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        let again = jobs::claim(pool, "k", Duration::from_secs(30))
+            .await
+            .unwrap();
+        assert_eq!(
+            again.as_ref().map(|j| j.attempts),
+            Some(2),
+            "an expired lease is taken over"
+        );
+        jobs::complete(pool, job.id, json!({"records": 3}))
+            .await
+            .unwrap();
+        let done = jobs::get(pool, tenant, "k", job.id.0)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(done.status, "completed");
+        assert_eq!(jobs::count_active(pool).await.unwrap(), 0);
+    }
+);

@@ -52,7 +52,11 @@ async fn get(state: State, caller: ApiCaller, id: web::Path<String>) -> ApiResul
 
 /// An agent with its embedding summary, recent audit entries and risk figures.
 #[utoipa::path(get, path = "/api/v1/agents/{id}/details", tag = "agents", responses((status = 200)))]
-pub async fn details(state: State, caller: ApiCaller, id: web::Path<String>) -> ApiResult<HttpResponse> {
+pub async fn details(
+    state: State,
+    caller: ApiCaller,
+    id: web::Path<String>,
+) -> ApiResult<HttpResponse> {
     let p = caller.0;
     let agent = state.registry.details(&p, &id).await?;
     let agent_id = agent.agent_id();
@@ -75,7 +79,12 @@ pub async fn details(state: State, caller: ApiCaller, id: web::Path<String>) -> 
     ok(body)
 }
 
-async fn update(state: State, caller: ApiCaller, id: web::Path<String>, body: RawBody) -> ApiResult<HttpResponse> {
+async fn update(
+    state: State,
+    caller: ApiCaller,
+    id: web::Path<String>,
+    body: RawBody,
+) -> ApiResult<HttpResponse> {
     ok(state.registry.update(&caller.0, &id, &body.0).await?)
 }
 
@@ -86,11 +95,20 @@ async fn delete(state: State, caller: ApiCaller, id: web::Path<String>) -> ApiRe
 
 /// Heartbeat: `{status?: active | error}`.
 #[utoipa::path(post, path = "/api/v1/agents/{id}/heartbeat", tag = "agents", responses((status = 200)))]
-pub async fn heartbeat(state: State, caller: ApiCaller, id: web::Path<String>, body: RawBody) -> ApiResult<HttpResponse> {
+pub async fn heartbeat(
+    state: State,
+    caller: ApiCaller,
+    id: web::Path<String>,
+    body: RawBody,
+) -> ApiResult<HttpResponse> {
     ok(state.registry.heartbeat(&caller.0, &id, &body.0).await?)
 }
 
-async fn suspend(state: State, caller: ApiCaller, id: web::Path<String>) -> ApiResult<HttpResponse> {
+async fn suspend(
+    state: State,
+    caller: ApiCaller,
+    id: web::Path<String>,
+) -> ApiResult<HttpResponse> {
     ok(state.registry.suspend(&caller.0, &id).await?)
 }
 

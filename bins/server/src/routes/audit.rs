@@ -1,11 +1,15 @@
 //! The audit log endpoints.
 
+use actix_web::http::header;
 use actix_web::{web, HttpResponse};
+use futures_util::StreamExt;
+use steward_audit::export::{ExportFile, Format, SyncExport};
+use tokio::io::AsyncReadExt;
 
 use crate::auth::ApiCaller;
 use crate::error::ApiResult;
 use crate::extract::{QueryPairs, RawBody};
-use crate::routes::reply::{created, ok};
+use crate::routes::reply::{accepted, created, ok};
 use crate::state::AppState;
 
 type State = web::Data<AppState>;
@@ -13,6 +17,12 @@ type State = web::Data<AppState>;
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(web::resource("/audit").route(web::get().to(list)))
         .service(web::resource("/audit/log").route(web::post().to(log)))
+        .service(web::resource("/audit/export").route(web::get().to(export)))
+        .service(web::resource("/audit/export/json").route(web::get().to(export_json)))
+        .service(web::resource("/audit/export/csv").route(web::get().to(export_csv)))
+        .service(web::resource("/audit/export/async").route(web::post().to(export_async)))
+        .service(web::resource("/audit/export/status/{id}").route(web::get().to(export_status)))
+        .service(web::resource("/audit/export/download/{id}").route(web::get().to(export_download)))
         .service(web::resource("/audit/verify").route(web::get().to(verify)))
         .service(web::resource("/audit/{id}").route(web::get().to(get)));
 }
@@ -37,4 +47,96 @@ async fn get(state: State, caller: ApiCaller, id: web::Path<String>) -> ApiResul
 #[utoipa::path(post, path = "/api/v1/audit/log", tag = "audit", responses((status = 201)))]
 pub async fn log(state: State, caller: ApiCaller, body: RawBody) -> ApiResult<HttpResponse> {
     created(state.audit.log(&caller.0, &body.0).await?)
+}
+
+fn attachment(name: &str) -> (header::HeaderName, String) {
+    (
+        header::CONTENT_DISPOSITION,
+        format!("attachment; filename=\"{name}\""),
+    )
+}
+
+fn stream_export(e: SyncExport) -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type(e.format.content_type())
+        .insert_header(attachment(&e.file_name))
+        .streaming(e.body.map(|chunk| chunk.map(web::Bytes::from)))
+}
+
+async fn export_with(
+    state: State,
+    caller: ApiCaller,
+    q: QueryPairs,
+    fixed: Option<Format>,
+) -> ApiResult<HttpResponse> {
+    Ok(stream_export(
+        state.audit.export(&caller.0, &q.0, fixed).await?,
+    ))
+}
+
+/// Export the audit log (`format` = jsonl, json or csv; at most 10,000 records).
+#[utoipa::path(get, path = "/api/v1/audit/export", tag = "audit", responses((status = 200)))]
+pub async fn export(state: State, caller: ApiCaller, q: QueryPairs) -> ApiResult<HttpResponse> {
+    export_with(state, caller, q, None).await
+}
+
+async fn export_json(state: State, caller: ApiCaller, q: QueryPairs) -> ApiResult<HttpResponse> {
+    export_with(state, caller, q, Some(Format::Json)).await
+}
+
+async fn export_csv(state: State, caller: ApiCaller, q: QueryPairs) -> ApiResult<HttpResponse> {
+    export_with(state, caller, q, Some(Format::Csv)).await
+}
+
+/// Start an asynchronous export job.
+#[utoipa::path(post, path = "/api/v1/audit/export/async", tag = "audit", responses((status = 202)))]
+pub async fn export_async(
+    state: State,
+    caller: ApiCaller,
+    q: QueryPairs,
+    body: RawBody,
+) -> ApiResult<HttpResponse> {
+    accepted(state.audit.start_export(&caller.0, &q.0, &body.0).await?)
+}
+
+async fn export_status(
+    state: State,
+    caller: ApiCaller,
+    id: web::Path<String>,
+) -> ApiResult<HttpResponse> {
+    ok(state.audit.export_status(&caller.0, &id).await?)
+}
+
+/// Streams a completed export file in 64 KiB chunks.
+fn stream_file(file: ExportFile, handle: tokio::fs::File) -> HttpResponse {
+    let chunks = futures_util::stream::unfold(handle, |mut f| async move {
+        let mut buf = vec![0u8; 64 * 1024];
+        match f.read(&mut buf).await {
+            Ok(0) => None,
+            Ok(n) => {
+                buf.truncate(n);
+                Some((Ok::<_, std::io::Error>(web::Bytes::from(buf)), f))
+            }
+            Err(e) => Some((Err(e), f)),
+        }
+    });
+    HttpResponse::Ok()
+        .content_type(file.format.content_type())
+        .insert_header(attachment(&file.file_name))
+        .streaming(chunks)
+}
+
+async fn export_download(
+    state: State,
+    caller: ApiCaller,
+    id: web::Path<String>,
+) -> ApiResult<HttpResponse> {
+    let file = state
+        .audit
+        .export_file(&caller.0, &id, &state.settings.export_storage_path)
+        .await?;
+    let handle = tokio::fs::File::open(&file.path).await.map_err(|e| {
+        steward_core::Error::internal_msg(format!("export file {}: {e}", file.path.display()))
+    })?;
+    Ok(stream_file(file, handle))
 }

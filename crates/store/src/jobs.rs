@@ -1,0 +1,224 @@
+//! The database job queue: background work claimed by exactly one instance with a lease.
+//! A job whose lease expired (its instance died) is claimed again, up to `MAX_ATTEMPTS`.
+
+use std::time::Duration;
+
+use diesel::prelude::*;
+use diesel_async::RunQueryDsl;
+use serde_json::Value;
+use steward_core::{clock, Error, Result, TenantId};
+
+use crate::schedule::instance_id;
+use crate::schema::jobs;
+use crate::{with_conn, DbPool, DbResultExt, Id, Json, Ts};
+
+/// Attempts before a job whose instances keep dying is marked failed.
+pub const MAX_ATTEMPTS: i32 = 3;
+
+#[derive(Queryable, Selectable, Insertable, Clone, Debug)]
+#[diesel(table_name = jobs)]
+pub struct JobRow {
+    pub id: Id,
+    pub tenant_id: Id,
+    pub kind: String,
+    pub status: String,
+    pub progress: f64,
+    pub payload: Json,
+    pub result: Option<Json>,
+    pub error: Option<String>,
+    pub attempts: i32,
+    pub lease_owner: Option<String>,
+    pub lease_expires_at: Option<Ts>,
+    pub created_at: Ts,
+    pub started_at: Option<Ts>,
+    pub finished_at: Option<Ts>,
+}
+
+fn lease_until(lease: Duration) -> Ts {
+    Ts(clock::now() + time::Duration::try_from(lease).unwrap_or(time::Duration::SECOND * 30))
+}
+
+/// Queues a job.
+pub async fn enqueue(db: &DbPool, tenant: TenantId, kind: &str, payload: Value) -> Result<JobRow> {
+    let row = JobRow {
+        id: Id(uuid::Uuid::now_v7()),
+        tenant_id: Id(tenant.0),
+        kind: kind.to_owned(),
+        status: "queued".into(),
+        progress: 0.0,
+        payload: Json(payload),
+        result: None,
+        error: None,
+        attempts: 0,
+        lease_owner: None,
+        lease_expires_at: None,
+        created_at: Ts(clock::now()),
+        started_at: None,
+        finished_at: None,
+    };
+    with_conn!(db, conn => diesel::insert_into(jobs::table).values(&row).execute(conn).await.db())?;
+    Ok(row)
+}
+
+/// A tenant's job of a kind (`None` when absent or another tenant's).
+pub async fn get(
+    db: &DbPool,
+    tenant: TenantId,
+    kind: &str,
+    id: uuid::Uuid,
+) -> Result<Option<JobRow>> {
+    with_conn!(db, conn => {
+        jobs::table
+            .filter(jobs::id.eq(Id(id)))
+            .filter(jobs::tenant_id.eq(Id(tenant.0)))
+            .filter(jobs::kind.eq(kind))
+            .select(JobRow::as_select())
+            .first(conn)
+            .await
+            .optional()
+            .db()
+    })
+}
+
+/// Claims the oldest runnable job of `kind` (queued, or running with an expired lease).
+/// The claim is a conditional UPDATE: of several instances racing, one wins.
+pub async fn claim(db: &DbPool, kind: &str, lease: Duration) -> Result<Option<JobRow>> {
+    let now = Ts(clock::now());
+    let owner = instance_id();
+    for _ in 0..3 {
+        let candidate: Option<JobRow> = with_conn!(db, conn => {
+            jobs::table
+                .filter(jobs::kind.eq(kind))
+                .filter(
+                    jobs::status
+                        .eq("queued")
+                        .or(jobs::status.eq("running").and(jobs::lease_expires_at.lt(now))),
+                )
+                .order(jobs::created_at.asc())
+                .select(JobRow::as_select())
+                .first(conn)
+                .await
+                .optional()
+                .db()
+        })?;
+        let Some(job) = candidate else {
+            return Ok(None);
+        };
+        if job.attempts >= MAX_ATTEMPTS {
+            fail(db, job.id, "the job was interrupted too many times").await?;
+            continue;
+        }
+        let id = job.id;
+        let until = lease_until(lease);
+        let won = with_conn!(db, conn => {
+            diesel::update(
+                jobs::table.filter(jobs::id.eq(id)).filter(
+                    jobs::status
+                        .eq("queued")
+                        .or(jobs::status.eq("running").and(jobs::lease_expires_at.lt(now))),
+                ),
+            )
+            .set((
+                jobs::status.eq("running"),
+                jobs::lease_owner.eq(Some(owner.clone())),
+                jobs::lease_expires_at.eq(Some(until)),
+                jobs::attempts.eq(job.attempts + 1),
+                jobs::started_at.eq(Some(now)),
+                jobs::progress.eq(0.0),
+            ))
+            .execute(conn)
+            .await
+            .db()
+        })?;
+        if won == 1 {
+            let mut job = job;
+            job.status = "running".into();
+            job.attempts += 1;
+            return Ok(Some(job));
+        }
+    }
+    Ok(None)
+}
+
+/// Records progress and renews the lease (only while this instance owns the job).
+pub async fn heartbeat(
+    db: &DbPool,
+    id: Id,
+    progress: f64,
+    result: Option<Value>,
+    lease: Duration,
+) -> Result<()> {
+    let owner = instance_id();
+    let until = lease_until(lease);
+    let changed = with_conn!(db, conn => {
+        diesel::update(
+            jobs::table
+                .filter(jobs::id.eq(id))
+                .filter(jobs::status.eq("running"))
+                .filter(jobs::lease_owner.eq(owner)),
+        )
+        .set((
+            jobs::progress.eq(progress.clamp(0.0, 1.0)),
+            jobs::result.eq(result.map(Json)),
+            jobs::lease_expires_at.eq(Some(until)),
+        ))
+        .execute(conn)
+        .await
+        .db()
+    })?;
+    if changed == 0 {
+        return Err(Error::conflict("the job's lease was lost"));
+    }
+    Ok(())
+}
+
+/// Marks a job completed with its result.
+pub async fn complete(db: &DbPool, id: Id, result: Value) -> Result<()> {
+    let now = Ts(clock::now());
+    with_conn!(db, conn => {
+        diesel::update(jobs::table.filter(jobs::id.eq(id)))
+            .set((
+                jobs::status.eq("completed"),
+                jobs::progress.eq(1.0),
+                jobs::result.eq(Some(Json(result))),
+                jobs::finished_at.eq(Some(now)),
+                jobs::lease_owner.eq(None::<String>),
+                jobs::lease_expires_at.eq(None::<Ts>),
+            ))
+            .execute(conn)
+            .await
+            .db()
+    })?;
+    Ok(())
+}
+
+/// Marks a job failed.
+pub async fn fail(db: &DbPool, id: Id, error: &str) -> Result<()> {
+    let now = Ts(clock::now());
+    with_conn!(db, conn => {
+        diesel::update(jobs::table.filter(jobs::id.eq(id)))
+            .set((
+                jobs::status.eq("failed"),
+                jobs::error.eq(Some(error.to_owned())),
+                jobs::finished_at.eq(Some(now)),
+                jobs::lease_owner.eq(None::<String>),
+                jobs::lease_expires_at.eq(None::<Ts>),
+            ))
+            .execute(conn)
+            .await
+            .db()
+    })?;
+    Ok(())
+}
+
+/// Queued or running jobs of every kind (the `background_tasks_in_progress` gauge).
+pub async fn count_active(db: &DbPool) -> Result<i64> {
+    with_conn!(db, conn => {
+        jobs::table
+            .filter(jobs::status.eq_any(["queued", "running"]))
+            .count()
+            .get_result(conn)
+            .await
+            .db()
+    })
+}

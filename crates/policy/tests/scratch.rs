@@ -1,150 +1,100 @@
 #![allow(clippy::unwrap_used)]
+use regorus::languages::rego::compiler::Compiler;
+use regorus::rvm::RegoVM;
 use regorus::{Engine, Value};
 use std::time::Instant;
 
-const HIPAA: &str = r#"package steward.policies.hipaa
-
-import rego.v1
-
-phi_actions := {"read_phi", "write_phi", "export_phi"}
-
-permitted_purposes := {"treatment", "payment", "operations"}
-
-phi if input.context.phi == true
-
-phi if input.action in phi_actions
-
-permitted if input.context.purpose in permitted_purposes
-
-permitted if input.context.authorization == true
-
-deny contains "HIPAA: PHI may be used only" if {
-	phi
-	not permitted
+fn try_src(name: &str, src: &str) {
+    let mut e = Engine::new();
+    match e.add_policy("policy.rego".into(), src.into()) {
+        Err(err) => {
+            println!("[{name}] parse error: {err:#}");
+            return;
+        }
+        Ok(p) => println!("[{name}] package {p}"),
+    }
+    println!(
+        "[{name}] comps {:?}",
+        e.get_policy_package_components()
+            .map(|c| c.into_iter().map(|x| x.components).collect::<Vec<_>>())
+    );
+    let t = Instant::now();
+    match e.compile_with_entrypoint(&"data.steward.policies.x.allow".into()) {
+        Err(err) => println!("[{name}] compile error: {err:#}"),
+        Ok(cp) => {
+            println!("[{name}] compiled in {:?}", t.elapsed());
+            match Compiler::compile_from_policy(&cp, &["data.steward.policies.x.allow"]) {
+                Err(err) => println!("[{name}] rvm compile error: {err}"),
+                Ok(prog) => {
+                    let mut vm = RegoVM::new();
+                    vm.load_program(prog);
+                    vm.set_max_instructions(10_000_000);
+                    vm.set_execution_timer_config(Some(
+                        regorus::utils::limits::ExecutionTimerConfig {
+                            limit: std::time::Duration::from_millis(1000),
+                            check_interval: std::num::NonZeroU32::new(100).unwrap(),
+                        },
+                    ));
+                    vm.set_input(Value::from_json_str(r#"{"action":"a","context":{}}"#).unwrap());
+                    let t = Instant::now();
+                    let r = vm.execute();
+                    println!(
+                        "[{name}] rvm result {:?} in {:?}",
+                        r.map(|v| v.to_json_str().unwrap()),
+                        t.elapsed()
+                    );
+                }
+            }
+            let mut e2 = e.clone();
+            e2.set_execution_timer_config(regorus::utils::limits::ExecutionTimerConfig {
+                limit: std::time::Duration::from_millis(1000),
+                check_interval: std::num::NonZeroU32::new(100).unwrap(),
+            });
+            e2.set_input(Value::from_json_str(r#"{"action":"a","context":{}}"#).unwrap());
+            let t = Instant::now();
+            let r = e2.eval_rule("data.steward.policies.x.allow".into());
+            println!(
+                "[{name}] interp result {:?} in {:?}",
+                r.map(|v| v.to_json_str().unwrap()),
+                t.elapsed()
+            );
+        }
+    }
 }
-
-deny contains "HIPAA: PHI exports must be encrypted" if {
-	input.action == "export_phi"
-	not input.context.encrypted == true
-}
-
-notin if not input.context.purpose in permitted_purposes
-notidx if not permitted_purposes[input.context.purpose]
-posidx if permitted_purposes[input.context.purpose]
-
-default allow := false
-
-allow if count(deny) == 0
-
-severity := "high"
-"#;
-
-const WRAP: &str = r#"package steward_internal
-import rego.v1
-decision := {
-  "allow": [v | v := data.steward.policies.hipaa.allow],
-  "deny": [v | v := data.steward.policies.hipaa.deny],
-  "require_approval": [v | v := data.steward.policies.hipaa.require_approval],
-  "severity": [v | v := data.steward.policies.hipaa.severity],
-}
-"#;
 
 #[test]
 fn scratch() {
-    let mut e = Engine::new();
-    e.add_policy("hipaa.rego".into(), HIPAA.into()).unwrap();
-    e.add_policy("wrap.rego".into(), WRAP.into()).unwrap();
-    let inputs = [
-        r#"{"action":"read_phi","resource":"x","context":{}}"#,
-        r#"{"action":"read_phi","resource":"x","context":{"purpose":"treatment"}}"#,
-        r#"{"action":"read_data","resource":"x","context":{"purpose":"marketing"}}"#,
-    ];
-    for i in inputs {
-        e.set_input(Value::from_json_str(i).unwrap());
-        for r in ["decision"] {
-            let v = e.eval_rule(format!("data.steward_internal.{r}")).unwrap();
-            println!("{i} {r} = {}", v.to_json_str().unwrap());
-        }
-        for r in ["notin", "notidx", "posidx", "permitted"] {
-            let v = e
-                .eval_rule(format!("data.steward.policies.hipaa.{r}"))
-                .unwrap();
-            println!("{i} {r} = {}", v.to_json_str().unwrap());
-        }
-    }
-    let input = Value::from_json_str(inputs[1]).unwrap();
-    // approach 1: compiled policy
-    let cp = e
-        .compile_with_entrypoint(&"data.steward_internal.decision".into())
-        .unwrap();
-    let n = 20000;
-    let t = Instant::now();
-    for _ in 0..n {
-        let v = cp.eval_with_input(input.clone()).unwrap();
-        assert!(v != Value::Undefined);
-    }
-    println!("compiled: {:?}/eval", t.elapsed() / n);
-    // approach 2: cloned prepared engine
-    let t = Instant::now();
-    for _ in 0..n {
-        let mut c = e.clone();
-        c.set_input(input.clone());
-        let v = c
-            .eval_rule("data.steward_internal.decision".into())
+    for n in [100usize, 300, 1000, 3000, 10000] {
+        let h = std::thread::Builder::new()
+            .stack_size(2 << 20)
+            .spawn(move || {
+                let nest = format!(
+                    "package steward.policies.x\nimport rego.v1\nallow if {{ {}1{} == 1 }}\n",
+                    "(".repeat(n),
+                    ")".repeat(n)
+                );
+                let mut e = Engine::new();
+                let r = e.add_policy("p.rego".into(), nest).map(|_| ());
+                println!("nest {n}: parse {:?}", r.is_ok());
+                let nest = format!(
+                    "package steward.policies.x\nimport rego.v1\nallow if {{ x := {}1{} }}\n",
+                    "[".repeat(n),
+                    "]".repeat(n)
+                );
+                let mut e = Engine::new();
+                let r = e.add_policy("p.rego".into(), nest).map(|_| ());
+                println!("nest {n}: parse arr {:?}", r.is_ok());
+                let nest = format!(
+                    "package steward.policies.x\nimport rego.v1\nallow if {{ x := 1{} }}\n",
+                    " + 1".repeat(n)
+                );
+                let mut e = Engine::new();
+                let r = e.add_policy("p.rego".into(), nest).map(|_| ());
+                println!("nest {n}: parse chain {:?}", r.is_ok());
+                let _ = e.compile_with_entrypoint(&"data.steward.policies.x.allow".into());
+                println!("nest {n}: compiled");
+            })
             .unwrap();
-        assert!(v != Value::Undefined);
+        let _ = h.join();
     }
-    println!("clone+wrapper: {:?}/eval", t.elapsed() / n);
-    let t = Instant::now();
-    for _ in 0..0 {
-        let mut c = e.clone();
-        c.set_input(input.clone());
-        for r in ["allow", "deny", "require_approval", "severity"] {
-            let _ = c
-                .eval_rule(format!("data.steward.policies.hipaa.{r}"))
-                .unwrap();
-        }
-    }
-    println!("clone+4 rules: {:?}/eval", t.elapsed() / n);
-    let t = Instant::now();
-    for _ in 0..n {
-        e.set_input(input.clone());
-        let v = e
-            .eval_rule("data.steward_internal.decision".into())
-            .unwrap();
-        assert!(v != Value::Undefined);
-    }
-    println!("reuse engine: {:?}/eval", t.elapsed() / n);
-    {
-        use regorus::languages::rego::compiler::Compiler;
-        use regorus::rvm::RegoVM;
-        let prog = Compiler::compile_from_policy(&cp, &["data.steward_internal.decision"]).unwrap();
-        let mut vm = RegoVM::new();
-        vm.load_program(prog.clone());
-        vm.set_input(input.clone());
-        println!("vm: {}", vm.execute().unwrap().to_json_str().unwrap());
-        let t = Instant::now();
-        for _ in 0..n {
-            vm.set_input(input.clone());
-            let v = vm.execute().unwrap();
-            assert!(v != Value::Undefined);
-        }
-        println!("rvm reuse: {:?}/eval", t.elapsed() / n);
-        let t = Instant::now();
-        for _ in 0..n {
-            let mut vm = RegoVM::new();
-            vm.load_program(prog.clone());
-            vm.set_input(input.clone());
-            let v = vm.execute().unwrap();
-            assert!(v != Value::Undefined);
-        }
-        println!("rvm new: {:?}/eval", t.elapsed() / n);
-        fn is_send<T: Send>() {}
-        is_send::<RegoVM>();
-    }
-    fn is_send<T: Send>() {}
-    fn is_sync<T: Sync>() {}
-    is_send::<Engine>();
-    is_send::<regorus::CompiledPolicy>();
-    is_sync::<regorus::CompiledPolicy>();
 }

@@ -10,6 +10,8 @@ use actix_web::http::header::HeaderMap;
 use actix_web::http::StatusCode;
 use actix_web::test::{self, TestRequest};
 use actix_web::web;
+#[allow(unused_imports)]
+use serde_json::json;
 use serde_json::Value;
 use steward_core::{Cache, EventBus, MemoryBus, MemoryCache};
 use steward_server::{build_app, AppState, Settings};
@@ -169,4 +171,109 @@ macro_rules! app_test {
             }
         }
     };
+}
+
+/// A credential to send with a request.
+#[derive(Clone, Debug)]
+pub enum Cred {
+    None,
+    Key(String),
+    Jwt(String),
+    Admin(String),
+}
+
+/// A tenant created through the API.
+#[derive(Clone, Debug)]
+pub struct Tenant {
+    pub id: String,
+    pub key: String,
+}
+
+/// A user created through the API and logged in.
+#[derive(Clone, Debug)]
+pub struct User {
+    pub id: String,
+    pub token: String,
+    pub session_key: String,
+}
+
+impl TestApp {
+    /// A JSON request with a credential.
+    pub async fn call(&self, method: &str, path: &str, cred: &Cred, body: Option<Value>) -> Reply {
+        let mut req = match method {
+            "GET" => TestRequest::get(),
+            "POST" => TestRequest::post(),
+            "PUT" => TestRequest::put(),
+            "PATCH" => TestRequest::patch(),
+            "DELETE" => TestRequest::delete(),
+            other => panic!("method {other}"),
+        }
+        .uri(path);
+        req = match cred {
+            Cred::None => req,
+            Cred::Key(k) => req.insert_header(("x-api-key", k.as_str())),
+            Cred::Jwt(t) => req.insert_header(("authorization", format!("Bearer {t}"))),
+            Cred::Admin(k) => req.insert_header(("x-admin-key", k.as_str())),
+        };
+        if let Some(b) = body {
+            req = req.set_json(b);
+        }
+        self.send(req).await
+    }
+
+    pub async fn tenant(&self, name: &str) -> Tenant {
+        let r = self
+            .call(
+                "POST",
+                "/api/v1/tenants",
+                &Cred::Admin(ADMIN_KEY.into()),
+                Some(serde_json::json!({"name": name})),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{}", r.text());
+        let b = r.json();
+        Tenant {
+            id: b["id"].as_str().unwrap_or_default().to_owned(),
+            key: b["api_key"].as_str().unwrap_or_default().to_owned(),
+        }
+    }
+
+    pub async fn login(&self, email: &str, password: &str) -> User {
+        let r = self
+            .call(
+                "POST",
+                "/api/v1/auth/login",
+                &Cred::None,
+                Some(serde_json::json!({"email": email, "password": password})),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        let b = r.json();
+        User {
+            id: b["user"]["id"].as_str().unwrap_or_default().to_owned(),
+            token: b["access_token"].as_str().unwrap_or_default().to_owned(),
+            session_key: b["api_key"].as_str().unwrap_or_default().to_owned(),
+        }
+    }
+
+    pub async fn super_admin(&self) -> User {
+        self.login(SUPER_EMAIL, SUPER_PASSWORD).await
+    }
+
+    /// Creates a user of `role` in `tenant` (as the super admin) and logs it in.
+    pub async fn user(&self, tenant: &Tenant, role: &str) -> User {
+        let sup = self.super_admin().await;
+        let email = format!("{role}-{}@test.local", uuid::Uuid::new_v4().simple());
+        let password = "Test-password-123";
+        let r = self
+            .call(
+                "POST",
+                "/api/v1/users",
+                &Cred::Jwt(sup.token),
+                Some(serde_json::json!({"email": email, "password": password, "role": role, "tenant_id": tenant.id})),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{}", r.text());
+        self.login(&email, password).await
+    }
 }

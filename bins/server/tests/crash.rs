@@ -1,0 +1,182 @@
+//! Durability: the real server binary is killed with SIGKILL during a burst of audit writes,
+//! restarted on the same database, and every acknowledged entry must be there with the chain
+//! valid. SQLite always; PostgreSQL with `TEST_DATABASE_URL` (a schema of its own).
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or(18_999)
+}
+
+/// A minimal HTTP/1.1 client: one request per connection.
+fn request(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&Value>,
+) -> Option<(u16, Value)> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .ok()?;
+    let body = body.map(|b| b.to_string()).unwrap_or_default();
+    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
+    if !body.is_empty() {
+        head.push_str("Content-Type: application/json\r\n");
+    }
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).ok()?;
+    stream.write_all(body.as_bytes()).ok()?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).ok()?;
+    let text = String::from_utf8_lossy(&raw);
+    let (head, rest) = text.split_once("\r\n\r\n")?;
+    let status = head.split_whitespace().nth(1)?.parse().ok()?;
+    Some((status, serde_json::from_str(rest).unwrap_or(Value::Null)))
+}
+
+fn start(database_url: &str, port: u16, dir: &std::path::Path) -> Child {
+    let child = Command::new(env!("CARGO_BIN_EXE_steward"))
+        .current_dir(dir)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOST", "127.0.0.1")
+        .env("PORT", port.to_string())
+        .env("DATABASE_URL", database_url)
+        .env("ADMIN_API_KEY", "crash-admin")
+        .env("ENVIRONMENT", "test")
+        .env("LOG_LEVEL", "ERROR")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start the server: {e}"));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if request(port, "GET", "/health", &[], None).is_some_and(|(s, _)| s == 200) {
+            return child;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("the server did not become healthy");
+}
+
+fn crash_and_recover(database_url: &str) {
+    let dir = std::env::temp_dir().join(format!("steward-crash-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let port = free_port();
+    let mut server = start(database_url, port, &dir);
+
+    let (status, tenant) = request(
+        port,
+        "POST",
+        "/api/v1/tenants",
+        &[("X-Admin-Key", "crash-admin")],
+        Some(&json!({"name": "crash"})),
+    )
+    .unwrap_or_else(|| panic!("tenant creation failed"));
+    assert_eq!(status, 201, "{tenant}");
+    let key = tenant["api_key"].as_str().unwrap_or_default().to_owned();
+    let (status, agent) = request(
+        port,
+        "POST",
+        "/api/v1/agents/register",
+        &[("X-API-Key", &key)],
+        Some(&json!({"name": "writer"})),
+    )
+    .unwrap_or_else(|| panic!("agent registration failed"));
+    assert_eq!(status, 201, "{agent}");
+    let agent_id = agent["id"].as_str().unwrap_or_default().to_owned();
+
+    // A burst from 8 writers; the server is killed while they write.
+    let acked = Arc::new(Mutex::new(Vec::<String>::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..8)
+        .map(|w| {
+            let (acked, stop, key, agent_id) = (acked.clone(), stop.clone(), key.clone(), agent_id.clone());
+            std::thread::spawn(move || {
+                let mut i = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    let body = json!({"agent_id": agent_id, "action": "write", "resource": format!("w{w}/{i}")});
+                    if let Some((201, entry)) = request(port, "POST", "/api/v1/audit/log", &[("X-API-Key", &key)], Some(&body)) {
+                        if let Some(id) = entry["id"].as_str() {
+                            acked.lock().unwrap_or_else(|p| p.into_inner()).push(id.to_owned());
+                        }
+                    }
+                    i += 1;
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(1500));
+    server
+        .kill()
+        .unwrap_or_else(|e| panic!("SIGKILL failed: {e}"));
+    let _ = server.wait();
+    stop.store(true, Ordering::Relaxed);
+    for w in writers {
+        let _ = w.join();
+    }
+    let acked = acked.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    assert!(
+        acked.len() > 10,
+        "too few writes before the kill: {}",
+        acked.len()
+    );
+
+    let mut server = start(database_url, port, &dir);
+    let auth = [("X-API-Key", key.as_str())];
+    for id in &acked {
+        let (status, _) = request(port, "GET", &format!("/api/v1/audit/{id}"), &auth, None)
+            .unwrap_or((0, Value::Null));
+        assert_eq!(
+            status, 200,
+            "acknowledged entry {id} is missing after the crash"
+        );
+    }
+    let (status, verify) =
+        request(port, "GET", "/api/v1/audit/verify", &auth, None).unwrap_or((0, Value::Null));
+    assert_eq!(status, 200);
+    assert_eq!(verify["valid"], true, "{verify}");
+    assert!(verify["checked"].as_i64().unwrap_or(0) >= acked.len() as i64);
+    let _ = server.kill();
+    let _ = server.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn sigkill_during_writes_loses_no_acknowledged_entry_sqlite() {
+    let dir = std::env::temp_dir().join(format!(
+        "steward-crash-db-{}",
+        uuid::Uuid::new_v4().simple()
+    ));
+    crash_and_recover(&format!("sqlite://{}/steward.db", dir.display()));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn sigkill_during_writes_loses_no_acknowledged_entry_postgres() {
+    let Some(created) = steward_store::testing::TestDb::postgres_target() else {
+        eprintln!("skipped: TEST_DATABASE_URL is not set, PostgreSQL crash test not run");
+        return;
+    };
+    let (target, base, schema) = created.unwrap_or_else(|e| panic!("{e}"));
+    let steward_store::DbTarget::Postgres(url) = &target else {
+        panic!("not a PostgreSQL target");
+    };
+    crash_and_recover(url);
+    steward_store::testing::drop_schema(base, schema);
+}

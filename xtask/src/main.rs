@@ -3,6 +3,10 @@
 //! - `migrate`: apply pending migrations to `DATABASE_URL` (default `sqlite://./data/steward.db`).
 //! - `check-migrations`: check that `migrations/postgres` and `migrations/sqlite` list the same
 //!   versions, each with `up.sql` and `down.sql`.
+//! - `bench <login|audit|heartbeat|search> [--url …] [--clients N] [--seconds S] [--tenants T]
+//!   [--agents A]`: HTTP load against a running server (docs/benchmarks.md).
+
+mod bench;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -17,7 +21,7 @@ fn workspace_root() -> PathBuf {
 }
 
 fn usage() -> ExitCode {
-    eprintln!("usage: cargo xtask <migrate | check-migrations>");
+    eprintln!("usage: cargo xtask <migrate | check-migrations | bench SCENARIO [options]>");
     ExitCode::from(2)
 }
 
@@ -53,6 +57,18 @@ fn main() -> ExitCode {
     let result = match cmd.as_str() {
         "migrate" => migrate(),
         "check-migrations" => check_migrations(),
+        "bench" => {
+            let args: Vec<String> = std::env::args().skip(2).collect();
+            let Some((scenario, rest)) = args.split_first() else {
+                return usage();
+            };
+            bench::Options::from_args(rest).and_then(|o| {
+                tokio::runtime::Builder::new_multi_thread()
+                    .enable_all()
+                    .build()?
+                    .block_on(bench::run(scenario, o))
+            })
+        }
         _ => return usage(),
     };
     match result {

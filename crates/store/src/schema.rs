@@ -189,4 +189,40 @@ diesel::allow_tables_to_appear_in_same_query!(
     policies,
     schedules,
     jobs,
+    discovery_candidates,
+    discovery_source_counts,
 );
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::*;
+
+    discovery_candidates (id) {
+        id -> DbUuid,
+        tenant_id -> DbUuid,
+        name -> Text,
+        fingerprint -> Text,
+        source -> Text,
+        suggested_type -> Nullable<Text>,
+        capabilities -> DbJson,
+        score -> Double,
+        event_count -> BigInt,
+        evidence -> DbJson,
+        status -> Text,
+        first_seen -> DbTime,
+        last_seen -> DbTime,
+        agent_id -> Nullable<DbUuid>,
+        decided_at -> Nullable<DbTime>,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::*;
+
+    discovery_source_counts (tenant_id, source) {
+        tenant_id -> DbUuid,
+        source -> Text,
+        events -> BigInt,
+    }
+}

@@ -1,0 +1,2 @@
+DROP TABLE discovery_source_counts;
+DROP TABLE discovery_candidates;

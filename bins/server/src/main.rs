@@ -48,6 +48,7 @@ async fn run(settings: Settings) -> anyhow::Result<()> {
     });
 
     actix_web::rt::spawn(state.registry.clone().run_sweeper());
+    actix_web::rt::spawn(state.registry.clone().listen_for_changes());
     actix_web::rt::spawn(
         state
             .audit

@@ -21,6 +21,10 @@ use steward_store::{with_conn, DbPool, DbResultExt, Id, Json, Ts};
 use time::OffsetDateTime;
 
 use crate::embedding::{Embedding, Profile, TypePredictor, AGENT_TYPES};
+use crate::index::{SearchIndex, TenantIndex};
+
+/// Bus channel of "a tenant's agents changed" notices (search index invalidation).
+pub const CHANGES_CHANNEL: &str = "registry-changes";
 
 /// An embedding is refreshed on heartbeat when older than this.
 const EMBEDDING_MAX_AGE: time::Duration = time::Duration::hours(1);
@@ -210,6 +214,7 @@ pub struct Registry {
     activity: Arc<dyn AgentActivity>,
     predictor: Arc<TypePredictor>,
     inactivity: Duration,
+    index: SearchIndex,
 }
 
 impl Registry {
@@ -225,6 +230,7 @@ impl Registry {
             activity,
             predictor: Arc::new(TypePredictor::new()),
             inactivity,
+            index: SearchIndex::default(),
         }
     }
 
@@ -232,6 +238,44 @@ impl Registry {
     pub fn with_activity(mut self, activity: Arc<dyn AgentActivity>) -> Self {
         self.activity = activity;
         self
+    }
+
+    /// Keeps this instance's search index current and tells the other instances.
+    fn changed(&self, tenant: TenantId, agent: &AgentRecord, deleted: bool) {
+        let embedding = if deleted {
+            None
+        } else {
+            agent.embedding.as_deref().and_then(Embedding::from_bytes)
+        };
+        self.index.apply(tenant, agent.agent_id(), embedding.as_ref());
+        let bus = self.bus.clone();
+        let payload = tenant.to_string().into_bytes();
+        tokio::spawn(async move {
+            let _ = bus.publish(CHANGES_CHANNEL, &payload).await;
+        });
+    }
+
+    /// Invalidates search indexes on other instances' notices (run once per instance).
+    /// This instance's own notices also arrive; dropping its up-to-date index then only costs
+    /// one reload.
+    pub async fn listen_for_changes(self) {
+        loop {
+            match self.bus.subscribe(CHANGES_CHANNEL).await {
+                Ok(mut rx) => loop {
+                    match rx.recv().await {
+                        Ok(msg) => {
+                            if let Some(t) = std::str::from_utf8(&msg).ok().and_then(|s| s.parse().ok()) {
+                                self.index.invalidate(t);
+                            }
+                        }
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                        Err(_) => break,
+                    }
+                },
+                Err(e) => tracing::warn!(error = %e, "cannot subscribe to registry changes"),
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
     }
 
     fn event(&self, kind: &str, tenant: TenantId, agent: &AgentRecord) {
@@ -332,6 +376,7 @@ impl Registry {
             diesel::insert_into(agents::table).values(&a).execute(conn).await.db()
         })
         .map_err(|e| name_conflict(e, &a.name))?;
+        self.changed(tenant, &a, false);
         self.event("agent.registered", tenant, &a);
         Ok(a)
     }
@@ -444,6 +489,9 @@ impl Registry {
             self.embed(&mut a, &actions, now);
         }
         self.save(&a).await?;
+        if profile_changed {
+            self.changed(p.tenant, &a, false);
+        }
         self.event("agent.updated", p.tenant, &a);
         Ok((&a).into())
     }
@@ -456,6 +504,7 @@ impl Registry {
         with_conn!(&self.db, conn => {
             diesel::delete(agents::table.filter(agents::id.eq(row))).execute(conn).await.db()
         })?;
+        self.changed(p.tenant, &a, true);
         self.event("agent.deleted", p.tenant, &a);
         Ok(())
     }
@@ -494,6 +543,9 @@ impl Registry {
             self.embed(&mut a, &actions, now);
         }
         self.save(&a).await?;
+        if stale {
+            self.changed(p.tenant, &a, false);
+        }
         Ok((&a).into())
     }
 
@@ -540,28 +592,14 @@ impl Registry {
         }
         q.finish()?;
         let query = Embedding::of_query(&text);
-        let tenant = Id(p.tenant.0);
-        let rows: Vec<(Id, Option<Vec<u8>>)> = with_conn!(&self.db, conn => {
-            agents::table
-                .filter(agents::tenant_id.eq(tenant))
-                .select((agents::id, agents::embedding))
-                .load(conn)
-                .await
-                .db()
-        })?;
-        let mut scored: Vec<(Id, f32)> = rows
-            .into_iter()
-            .filter_map(|(id, e)| {
-                let e = Embedding::from_bytes(e.as_deref()?)?;
-                let s = query.cosine(&e);
-                (s > 1e-6).then_some((id, s.min(1.0)))
-            })
-            .collect();
-        scored.sort_by(|a, b| {
-            b.1.partial_cmp(&a.1)
-                .unwrap_or(std::cmp::Ordering::Equal)
-                .then(a.0 .0.cmp(&b.0 .0))
-        });
+        let index = match self.index.get(p.tenant) {
+            Some(i) => i,
+            None => self.index.put(p.tenant, self.load_index(p.tenant).await?),
+        };
+        let scored: Vec<(Id, f32)> = {
+            let index = index.read().unwrap_or_else(|e| e.into_inner());
+            index.search(&query).into_iter().map(|(id, s)| (Id(id.0), s)).collect()
+        };
         let total = scored.len() as i64;
         let window: Vec<(Id, f32)> = scored
             .into_iter()
@@ -589,6 +627,22 @@ impl Registry {
         Ok(Page::new(items, total, page))
     }
 
+    /// Reads a tenant's embeddings from the database.
+    async fn load_index(&self, tenant: TenantId) -> Result<TenantIndex> {
+        let t = Id(tenant.0);
+        let rows: Vec<(Id, Option<Vec<u8>>)> = with_conn!(&self.db, conn => {
+            agents::table
+                .filter(agents::tenant_id.eq(t))
+                .select((agents::id, agents::embedding))
+                .load(conn)
+                .await
+                .db()
+        })?;
+        Ok(TenantIndex::new(rows.into_iter().filter_map(|(id, e)| {
+            Some((id.into_id(), Embedding::from_bytes(e.as_deref()?)?))
+        })))
+    }
+
     /// Best-effort refresh after an audit write: rolls up the risk score, refreshes a stale
     /// embedding with the recent actions.
     pub async fn refresh_after_audit(&self, tenant: TenantId, agent: AgentId) -> Result<()> {
@@ -613,6 +667,7 @@ impl Registry {
                 .await
                 .db()
         })?;
+        self.changed(tenant, &a, false);
         Ok(())
     }
 

@@ -249,22 +249,26 @@ impl Registry {
         };
         self.index.apply(tenant, agent.agent_id(), embedding.as_ref());
         let bus = self.bus.clone();
-        let payload = tenant.to_string().into_bytes();
+        let payload = format!("{tenant} {}", steward_store::schedule::instance_id()).into_bytes();
         tokio::spawn(async move {
             let _ = bus.publish(CHANGES_CHANNEL, &payload).await;
         });
     }
 
-    /// Invalidates search indexes on other instances' notices (run once per instance).
-    /// This instance's own notices also arrive; dropping its up-to-date index then only costs
-    /// one reload.
+    /// Invalidates search indexes on other instances' notices (run once per instance; this
+    /// instance's own notices are skipped, its index is already current).
     pub async fn listen_for_changes(self) {
         loop {
             match self.bus.subscribe(CHANGES_CHANNEL).await {
                 Ok(mut rx) => loop {
                     match rx.recv().await {
                         Ok(msg) => {
-                            if let Some(t) = std::str::from_utf8(&msg).ok().and_then(|s| s.parse().ok()) {
+                            let text = String::from_utf8_lossy(&msg);
+                            let (tenant, origin) = text.split_once(' ').unwrap_or((&text, ""));
+                            if origin == steward_store::schedule::instance_id() {
+                                continue;
+                            }
+                            if let Ok(t) = tenant.parse() {
                                 self.index.invalidate(t);
                             }
                         }

@@ -6,4 +6,6 @@ pub mod export;
 pub mod service;
 
 pub use chain::{canonical_bytes, ChainHasher, GENESIS_HASH};
-pub use service::{AfterWrite, AuditEntry, AuditService, Verification, RESERVED_PREFIXES};
+pub use service::{
+    check_entry, verify_entries, AfterWrite, AuditEntry, AuditService, Verification, RESERVED_PREFIXES,
+};

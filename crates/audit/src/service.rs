@@ -5,7 +5,7 @@ use std::sync::Arc;
 use diesel::prelude::*;
 use diesel_async::{AsyncConnection, RunQueryDsl};
 use scoped_futures::ScopedFutureExt;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use steward_core::clock::{self, format_timestamp};
 use steward_core::event::{publish, Event, Severity};
@@ -21,7 +21,7 @@ use steward_store::{with_conn, DbPool, DbResultExt, Id, Json, Ts};
 use crate::chain::{canonical_bytes, ChainHasher, SignedFields, GENESIS_HASH};
 
 /// An audit entry as the API emits it (contract 14.1).
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct AuditEntry {
     pub id: String,
     pub seq: i64,
@@ -546,6 +546,38 @@ impl AuditService {
             .hasher
             .verify_signature(&canonical, entry.signature.as_deref());
         (!(link_ok && hash_ok && sig_ok)).then(|| entry.id.clone())
+    }
+}
+
+/// `Some(id)` when the entry's link to `previous_hash`, its hash or its signature does not match.
+pub fn check_entry(hasher: &ChainHasher, entry: &AuditEntry, previous_hash: Option<&str>) -> Option<String> {
+    let canonical = canonical_bytes(&entry.signed_fields());
+    let link_ok = previous_hash.is_none_or(|prev| prev == entry.prev_hash);
+    let hash_ok = ChainHasher::hash(&canonical) == entry.hash;
+    let sig_ok = hasher.verify_signature(&canonical, entry.signature.as_deref());
+    (!(link_ok && hash_ok && sig_ok)).then(|| entry.id.clone())
+}
+
+/// Verifies entries given in any order (an export file): sorted by `seq`, the first one's
+/// `prev_hash` is taken as given, and a gap in `seq` is a broken link.
+pub fn verify_entries(hasher: &ChainHasher, mut entries: Vec<AuditEntry>) -> Verification {
+    entries.sort_by_key(|e| e.seq);
+    let mut previous: Option<(i64, String)> = None;
+    for (i, e) in entries.iter().enumerate() {
+        let gap = previous.as_ref().is_some_and(|(seq, _)| e.seq != seq + 1);
+        if gap || check_entry(hasher, e, previous.as_ref().map(|(_, h)| h.as_str())).is_some() {
+            return Verification {
+                valid: false,
+                checked: i as i64 + 1,
+                first_bad_id: Some(e.id.clone()),
+            };
+        }
+        previous = Some((e.seq, e.hash.clone()));
+    }
+    Verification {
+        valid: true,
+        checked: entries.len() as i64,
+        first_bad_id: None,
     }
 }
 

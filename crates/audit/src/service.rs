@@ -502,7 +502,17 @@ impl AuditService {
         let tenant = Id(tenant.0);
         let mut checked = 0i64;
         let mut after = 0i64;
-        let mut previous: Option<String> = None;
+        // After a retention purge the first retained entry links to the checkpoint.
+        let checkpoint: Option<(Option<i64>, Option<String>)> = with_conn!(&self.db, conn => {
+            audit_heads::table
+                .filter(audit_heads::tenant_id.eq(tenant))
+                .select((audit_heads::purged_seq, audit_heads::purged_hash))
+                .first(conn)
+                .await
+                .optional()
+                .db()
+        })?;
+        let mut previous: Option<String> = checkpoint.and_then(|(_, h)| h);
         loop {
             let rows: Vec<EntryRow> = with_conn!(&self.db, conn => {
                 audit_entries::table
@@ -578,6 +588,83 @@ pub fn verify_entries(hasher: &ChainHasher, mut entries: Vec<AuditEntry>) -> Ver
         valid: true,
         checked: entries.len() as i64,
         first_bad_id: None,
+    }
+}
+
+impl AuditService {
+    /// Deletes entries older than `cutoff`, oldest first, `batch` at a time, and records the
+    /// last purged entry of each tenant as its checkpoint. Returns the number deleted.
+    pub async fn purge_older_than(&self, cutoff: time::OffsetDateTime, batch: i64) -> Result<u64> {
+        let cutoff = Ts(cutoff);
+        let mut deleted = 0u64;
+        loop {
+            // The oldest expired entries (any tenant), then per tenant the last one of the batch.
+            let expired: Vec<(Id, i64, String)> = with_conn!(&self.db, conn => {
+                audit_entries::table
+                    .filter(audit_entries::timestamp.lt(cutoff))
+                    .order((audit_entries::tenant_id.asc(), audit_entries::seq.asc()))
+                    .limit(batch)
+                    .select((audit_entries::tenant_id, audit_entries::seq, audit_entries::hash))
+                    .load(conn)
+                    .await
+                    .db()
+            })?;
+            if expired.is_empty() {
+                return Ok(deleted);
+            }
+            let mut last: Vec<(Id, i64, String)> = Vec::new();
+            for (t, seq, hash) in expired {
+                match last.last_mut() {
+                    Some(l) if l.0 == t => *l = (t, seq, hash),
+                    _ => last.push((t, seq, hash)),
+                }
+            }
+            for (t, seq, hash) in last {
+                let n = with_conn!(&self.db, conn => {
+                    conn.transaction::<_, diesel::result::Error, _>(|conn| {
+                        let hash = hash.clone();
+                        async move {
+                            diesel::update(audit_heads::table.filter(audit_heads::tenant_id.eq(t)))
+                                .set((audit_heads::purged_seq.eq(Some(seq)), audit_heads::purged_hash.eq(Some(hash))))
+                                .execute(conn)
+                                .await?;
+                            diesel::delete(
+                                audit_entries::table
+                                    .filter(audit_entries::tenant_id.eq(t))
+                                    .filter(audit_entries::seq.le(seq)),
+                            )
+                            .execute(conn)
+                            .await
+                        }
+                        .scope_boxed()
+                    })
+                    .await
+                    .db()
+                })?;
+                deleted += n as u64;
+            }
+        }
+    }
+
+    /// Purges entries older than `days` once a day, claimed so that one instance runs it.
+    pub async fn run_retention(self, days: u64) {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(600));
+        loop {
+            tick.tick().await;
+            let day = std::time::Duration::from_secs(86_400);
+            match steward_store::schedule::claim_tick(&self.db, "audit.retention", day).await {
+                Ok(true) => {
+                    let cutoff = clock::now() - time::Duration::days(days as i64);
+                    match self.purge_older_than(cutoff, 5_000).await {
+                        Ok(0) => {}
+                        Ok(n) => tracing::info!(entries = n, days, "audit retention purge"),
+                        Err(e) => tracing::warn!(error = %e, "audit retention purge failed"),
+                    }
+                }
+                Ok(false) => {}
+                Err(e) => tracing::debug!(error = %e, "audit retention not claimed"),
+            }
+        }
     }
 }
 

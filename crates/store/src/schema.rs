@@ -71,6 +71,8 @@ diesel::table! {
         tenant_id -> DbUuid,
         seq -> BigInt,
         hash -> Text,
+        purged_seq -> Nullable<BigInt>,
+        purged_hash -> Nullable<Text>,
     }
 }
 

@@ -1,0 +1,2 @@
+ALTER TABLE audit_heads DROP COLUMN purged_hash;
+ALTER TABLE audit_heads DROP COLUMN purged_seq;

@@ -65,6 +65,10 @@ pub fn run_blocking(target: &DbTarget) -> Result<Report> {
     match target {
         DbTarget::Postgres(url) => {
             let mut conn = pg_connect(url)?;
+            // Instances starting together migrate one after the other; the lock goes with the
+            // connection at the end of this function.
+            diesel::connection::SimpleConnection::batch_execute(&mut conn, MIGRATION_LOCK)
+                .map_err(|e| fail("cannot take the migration lock", e))?;
             run_on::<_, Pg>(&mut conn, POSTGRES).map_err(|e| fail("migration failed", e))
         }
         DbTarget::Sqlite(path) => {
@@ -73,6 +77,9 @@ pub fn run_blocking(target: &DbTarget) -> Result<Report> {
         }
     }
 }
+
+/// A session-level advisory lock serialising migrations across instances (PostgreSQL).
+const MIGRATION_LOCK: &str = "SELECT pg_advisory_lock(7368146)";
 
 /// Applies every pending migration from async code.
 pub async fn run(target: &DbTarget) -> Result<Report> {

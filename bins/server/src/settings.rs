@@ -280,7 +280,11 @@ impl<F: Fn(&str) -> Option<String>> Reader<F> {
         match url::Url::parse(&v) {
             Ok(u) if u.scheme() == "http" || u.scheme() == "https" => Some(v),
             _ => {
-                self.fail(name, &v, "expected an http:// or https:// URL");
+                // The value may hold credentials: show it redacted.
+                let shown = steward_store::pool::redact_url(&v);
+                self.errors.push(format!(
+                    "{name}={shown:?}: expected an http:// or https:// URL"
+                ));
                 None
             }
         }
@@ -352,6 +356,10 @@ impl Settings {
             .string("FRONTEND_URL", "")
             .trim_end_matches('/')
             .to_owned();
+        if !frontend_url.is_empty() {
+            // Records an error when it is not an http(s) URL.
+            let _ = r.url("FRONTEND_URL");
+        }
         let agent_inactivity_seconds = r.positive("AGENT_INACTIVITY_SECONDS", 300);
         let hitl_risk_threshold = r.float("HITL_RISK_THRESHOLD", 0.8, 0.0, 1.0);
         let audit_signing_enabled = r.bool("AUDIT_SIGNING_ENABLED", true);
@@ -424,7 +432,7 @@ impl Settings {
             min_training_samples: r.positive("GUARD_MIN_TRAINING_SAMPLES", 100),
             external_enabled: r.bool("GUARD_EXTERNAL_ENABLED", false),
             external_url: r.url("GUARD_EXTERNAL_URL"),
-            max_prompt_chars: r.parse("GUARD_MAX_PROMPT_CHARS", 32_768, "a character count"),
+            max_prompt_chars: r.positive("GUARD_MAX_PROMPT_CHARS", 32_768) as usize,
         };
         if guard.threshold_warn > guard.threshold_block {
             r.errors
@@ -467,10 +475,9 @@ impl Settings {
         };
         let sso = SsoSettings {
             providers,
-            callback_url: r.string(
-                "SSO_CALLBACK_URL",
-                "http://localhost:8080/api/v1/auth/sso/callback",
-            ),
+            callback_url: r
+                .url("SSO_CALLBACK_URL")
+                .unwrap_or_else(|| "http://localhost:8080/api/v1/auth/sso/callback".to_owned()),
             auto_provision: r.bool("SSO_AUTO_PROVISION", true),
             role_mapping,
             state_ttl_seconds: r.positive("SSO_STATE_TTL_SECONDS", 600),
@@ -647,6 +654,21 @@ mod tests {
     fn secrets_are_redacted_in_debug() {
         let s = settings(&[("SECRET_KEY", "super-secret-value")]).unwrap();
         assert!(!format!("{s:?}").contains("super-secret-value"));
+    }
+
+    #[test]
+    fn urls_are_checked_and_redacted() {
+        let err = settings(&[
+            ("OPA_URL", "ftp://user:hunter2@opa"),
+            ("FRONTEND_URL", "nope"),
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("OPA_URL") && err.contains("FRONTEND_URL"),
+            "{err}"
+        );
+        assert!(!err.contains("hunter2"), "{err}");
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod routes;
 pub mod settings;
 pub mod state;
 pub mod telemetry;
+pub mod webhooks;
 pub mod wiring;
 
 pub use app::build_app;

@@ -49,7 +49,12 @@ async fn run(settings: Settings) -> anyhow::Result<()> {
 
     actix_web::rt::spawn(state.registry.clone().run_sweeper());
     actix_web::rt::spawn(state.registry.clone().listen_for_changes());
-    actix_web::rt::spawn(state.audit.clone().run_retention(state.settings.audit_retention_days));
+    actix_web::rt::spawn(
+        state
+            .audit
+            .clone()
+            .run_retention(state.settings.audit_retention_days),
+    );
     actix_web::rt::spawn(
         state
             .audit

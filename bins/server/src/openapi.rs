@@ -2,7 +2,7 @@
 
 use utoipa::OpenApi;
 
-use crate::routes::{agents, audit, health, identity, status};
+use crate::routes::{agents, audit, discovery, health, identity, status};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -16,6 +16,7 @@ use crate::routes::{agents, audit, health, identity, status};
         identity::create_key, identity::create_tenant,
         audit::list, audit::verify, audit::log, audit::export, audit::export_async,
         agents::register, agents::list, agents::search, agents::details, agents::heartbeat,
+        discovery::ingest, discovery::list, discovery::cluster, discovery::webhook,
     ),
     components(schemas(health::RootInfo, health::Health, health::Readiness, health::Checks)),
     tags(
@@ -26,6 +27,7 @@ use crate::routes::{agents, audit, health, identity, status};
         (name = "tenants", description = "Tenant provisioning"),
         (name = "audit", description = "The signed, hash-chained audit log"),
         (name = "agents", description = "The agent registry"),
+        (name = "discovery", description = "Shadow-agent discovery, integrations and inbound webhooks"),
     ),
 )]
 pub struct ApiDoc;

@@ -7,6 +7,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use steward_audit::{AuditService, ChainHasher};
 use steward_core::{Cache, ErrorKind, EventBus, MemoryBus, MemoryCache};
 use steward_identity::{Identity, IdentityConfig, NoProvisioning};
+use steward_discovery::{Discovery, IntegrationSettings};
 use steward_registry::Registry;
 
 use crate::wiring::{AuditActivity, RefreshAgent};
@@ -26,6 +27,7 @@ pub struct AppState {
     pub identity: Identity,
     pub audit: AuditService,
     pub registry: Registry,
+    pub discovery: Discovery,
 }
 
 /// How long one readiness check may take.
@@ -113,6 +115,15 @@ impl AppState {
             Duration::from_secs(settings.agent_inactivity_seconds),
         );
         let audit = audit.with_hook(Arc::new(RefreshAgent(registry.clone())));
+        let discovery = Discovery::new(
+            db.clone(),
+            bus.clone(),
+            registry.clone(),
+            IntegrationSettings {
+                agent_framework_enabled: settings.integration_agent_framework_enabled,
+                model_provider_enabled: settings.integration_model_provider_enabled,
+            },
+        );
         let sso_providers = settings
             .sso
             .providers
@@ -141,6 +152,7 @@ impl AppState {
             identity,
             audit,
             registry,
+            discovery,
         })
     }
 }

@@ -65,7 +65,7 @@ impl Observation {
 /// A row of `discovery_candidates`.
 #[derive(Queryable, Selectable, Insertable, AsChangeset, Clone, Debug, PartialEq)]
 #[diesel(table_name = discovery_candidates)]
-#[diesel(treat_none_as_null = true)]
+#[diesel(treat_none_as_null = true, treat_none_as_default_value = false)]
 pub struct CandidateRow {
     pub id: Id,
     pub tenant_id: Id,
@@ -321,9 +321,8 @@ mod tests {
             &[obs("a", s(10), &[], None), obs("a", s(30), &[], None)],
         )
         .unwrap();
-        let b =
-            CandidateRow::from_observations(tenant, &[obs("b", s(5), &["x"], Some("tool"))])
-                .unwrap();
+        let b = CandidateRow::from_observations(tenant, &[obs("b", s(5), &["x"], Some("tool"))])
+            .unwrap();
         let c = CandidateRow::from_observations(tenant, &[obs("c", s(20), &[], None)]).unwrap();
         a.fold(&[b, c]);
         assert_eq!(a.event_count, 4);

@@ -60,9 +60,10 @@ pub async fn details(
     let p = caller.0;
     let agent = state.registry.details(&p, &id).await?;
     let agent_id = agent.agent_id();
-    let (recent, average) = futures_util::join!(
+    let (recent, average, discovered) = futures_util::join!(
         state.audit.recent_entries(p.tenant, agent_id, 20),
         state.audit.mean_risk(p.tenant, agent_id, None),
+        state.discovery.candidate_for_agent(p.tenant, agent_id),
     );
     let mut body = serde_json::to_value(steward_registry::AgentView::from(&agent))
         .map_err(steward_core::Error::internal)?;
@@ -75,7 +76,7 @@ pub async fn details(
     body["recent_audit"] = json!(recent?);
     body["average_risk_score"] = json!(average?);
     body["anomaly_count"] = json!(0);
-    body["discovery"] = json!(null);
+    body["discovery"] = json!(discovered?);
     ok(body)
 }
 

@@ -2,6 +2,7 @@
 
 pub mod agents;
 pub mod audit;
+pub mod discovery;
 pub mod health;
 pub mod identity;
 pub mod reply;
@@ -21,6 +22,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(web::resource("/metrics").route(web::get().to(health::metrics)))
         .service(web::resource("/docs").route(web::get().to(health::docs_redirect)))
         .service(SwaggerUi::new("/docs/{_:.*}").url("/openapi.json", ApiDoc::openapi()))
+        .service(web::resource("/webhooks/agent").route(web::post().to(discovery::webhook)))
         .service(web::scope("/api/v1").configure(api_v1));
 }
 
@@ -30,6 +32,7 @@ fn api_v1(cfg: &mut web::ServiceConfig) {
         .service(web::resource("/health/ready").route(web::get().to(health::ready)))
         .configure(identity::configure)
         .configure(agents::configure)
+        .configure(discovery::configure)
         .configure(status::configure)
         .configure(audit::configure);
 }

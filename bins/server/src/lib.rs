@@ -5,6 +5,7 @@
 
 pub mod app;
 pub mod auth;
+pub mod background;
 pub mod error;
 pub mod extract;
 pub mod metrics;

@@ -1,7 +1,6 @@
 //! `steward`: the server. Configuration comes from the environment (see docs/configuration.md).
 
 use std::process::ExitCode;
-use std::time::Duration;
 
 use actix_web::{web, HttpServer};
 use steward_server::{build_app, telemetry, AppState, Settings};
@@ -36,31 +35,7 @@ async fn run(settings: Settings) -> anyhow::Result<()> {
     );
     let state = web::Data::new(AppState::start(settings).await?);
 
-    let metrics = state.metrics.clone();
-    actix_web::rt::spawn(async move {
-        let mut tick = tokio::time::interval(Duration::from_secs(5));
-        loop {
-            tick.tick().await;
-            if let Some(m) = &metrics {
-                m.run_upkeep();
-            }
-        }
-    });
-
-    actix_web::rt::spawn(state.registry.clone().run_sweeper());
-    actix_web::rt::spawn(state.registry.clone().listen_for_changes());
-    actix_web::rt::spawn(
-        state
-            .audit
-            .clone()
-            .run_retention(state.settings.audit_retention_days),
-    );
-    actix_web::rt::spawn(
-        state
-            .audit
-            .clone()
-            .run_export_worker(state.settings.export_storage_path.clone()),
-    );
+    steward_server::background::spawn_all(&state);
 
     let data = state.clone();
     let server = HttpServer::new(move || build_app(data.clone()))

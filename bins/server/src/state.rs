@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 use metrics_exporter_prometheus::PrometheusHandle;
 use steward_audit::{AuditService, ChainHasher};
 use steward_core::{Cache, ErrorKind, EventBus, MemoryBus, MemoryCache};
-use steward_identity::{Identity, IdentityConfig, NoProvisioning};
 use steward_discovery::{Discovery, IntegrationSettings};
+use steward_identity::{Identity, IdentityConfig, NoProvisioning};
 use steward_registry::Registry;
 
 use crate::wiring::{AuditActivity, RefreshAgent};

@@ -30,9 +30,18 @@ pub fn signature_valid(secret: &[u8], body: &[u8], header: Option<&str>) -> bool
 }
 
 /// `POST /webhooks/agent`. Order of checks: key (extractor), role, signature, JSON, fields.
-pub async fn receive(state: &AppState, p: &Principal, signature: Option<&str>, body: &Body) -> Result<Value> {
+pub async fn receive(
+    state: &AppState,
+    p: &Principal,
+    signature: Option<&str>,
+    body: &Body,
+) -> Result<Value> {
     p.authorize(Op::AuditWrite)?;
-    if !signature_valid(state.settings.webhook_secret.expose().as_bytes(), body.bytes(), signature) {
+    if !signature_valid(
+        state.settings.webhook_secret.expose().as_bytes(),
+        body.bytes(),
+        signature,
+    ) {
         return Err(Error::new(
             ErrorKind::InvalidSignature,
             "X-Webhook-Signature must be sha256=<hex HMAC-SHA256 of the raw body with WEBHOOK_SECRET>",
@@ -40,7 +49,9 @@ pub async fn receive(state: &AppState, p: &Principal, signature: Option<&str>, b
     }
     let value = body.parse::<Value>()?;
     let mut f = Fields::root(&value);
-    let event = f.required_enum("event", &["agent.action"]).map(str::to_owned);
+    let event = f
+        .required_enum("event", &["agent.action"])
+        .map(str::to_owned);
     let payload = f.required_object("payload").cloned();
     if let Some(p) = &payload {
         let as_value = Value::Object(p.clone());
@@ -62,32 +73,64 @@ pub async fn receive(state: &AppState, p: &Principal, signature: Option<&str>, b
     let (Some(event), Some(payload)) = (event, payload) else {
         return Err(Error::internal_msg("validated webhook fields missing"));
     };
-    let agent_id_text = payload.get("agent_id").and_then(Value::as_str).map(str::to_owned);
-    let known = match agent_id_text.as_deref().and_then(|s| s.parse::<AgentId>().ok()) {
+    let agent_id_text = payload
+        .get("agent_id")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let known = match agent_id_text
+        .as_deref()
+        .and_then(|s| s.parse::<AgentId>().ok())
+    {
         Some(id) => state.registry.find(p.tenant, id).await?.map(|_| id),
         None => None,
     };
     if let Some(agent) = known {
         let mut log = Map::new();
         log.insert("agent_id".into(), json!(agent.to_string()));
-        for k in ["action", "resource", "input", "output", "reasoning", "risk_score"] {
+        for k in [
+            "action",
+            "resource",
+            "input",
+            "output",
+            "reasoning",
+            "risk_score",
+        ] {
             if let Some(v) = payload.get(k).filter(|v| !v.is_null()) {
                 log.insert(k.into(), v.clone());
             }
         }
         let entry = state.audit.log(p, &Body::json(&Value::Object(log))).await?;
-        return Ok(json!({"accepted": true, "event": event, "audit_id": entry.id, "candidate_id": null}));
+        return Ok(
+            json!({"accepted": true, "event": event, "audit_id": entry.id, "candidate_id": null}),
+        );
     }
-    let agent_name = payload.get("agent_name").and_then(Value::as_str).map(str::to_owned);
+    let agent_name = payload
+        .get("agent_name")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
     let (name, fingerprint) = match (&agent_id_text, &agent_name) {
         (Some(id), Some(n)) => (n.clone(), Some(id.clone())),
-        (Some(id), None) => (format!("unknown-{}", id.chars().take(8).collect::<String>()), Some(id.clone())),
+        (Some(id), None) => (
+            format!("unknown-{}", id.chars().take(8).collect::<String>()),
+            Some(id.clone()),
+        ),
         (None, Some(n)) => (n.clone(), Some(n.trim().to_lowercase())),
-        (None, None) => return Err(Error::invalid_field("payload.agent_id", "agent_id or agent_name is required")),
+        (None, None) => {
+            return Err(Error::invalid_field(
+                "payload.agent_id",
+                "agent_id or agent_name is required",
+            ))
+        }
     };
     let candidate = state
         .discovery
-        .feed(p.tenant, &name, fingerprint.as_deref(), "webhook", Value::Object(payload))
+        .feed(
+            p.tenant,
+            &name,
+            fingerprint.as_deref(),
+            "webhook",
+            Value::Object(payload),
+        )
         .await?;
     Ok(json!({"accepted": true, "event": event, "audit_id": null, "candidate_id": candidate.id}))
 }
@@ -105,7 +148,11 @@ mod tests {
         assert!(signature_valid(b"s", body, Some(&format!("sha256={hex}"))));
         assert!(signature_valid(b"s", body, Some(&hex.to_uppercase())));
         assert!(!signature_valid(b"other", body, Some(&hex)));
-        assert!(!signature_valid(b"s", br#"{"event": "agent.action"}"#, Some(&hex)));
+        assert!(!signature_valid(
+            b"s",
+            br#"{"event": "agent.action"}"#,
+            Some(&hex)
+        ));
         assert!(!signature_valid(b"s", body, None));
         assert!(!signature_valid(b"s", body, Some("sha256=zz")));
     }

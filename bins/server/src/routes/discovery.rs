@@ -42,11 +42,20 @@ pub async fn list(state: State, caller: ApiCaller, q: QueryPairs) -> ApiResult<H
     ok(state.discovery.list(&caller.0, &q.0).await?)
 }
 
-async fn confirm(state: State, caller: ApiCaller, id: web::Path<String>, body: RawBody) -> ApiResult<HttpResponse> {
+async fn confirm(
+    state: State,
+    caller: ApiCaller,
+    id: web::Path<String>,
+    body: RawBody,
+) -> ApiResult<HttpResponse> {
     ok(state.discovery.confirm(&caller.0, &id, &body.0).await?)
 }
 
-async fn dismiss(state: State, caller: ApiCaller, id: web::Path<String>) -> ApiResult<HttpResponse> {
+async fn dismiss(
+    state: State,
+    caller: ApiCaller,
+    id: web::Path<String>,
+) -> ApiResult<HttpResponse> {
     ok(state.discovery.dismiss(&caller.0, &id).await?)
 }
 
@@ -56,17 +65,30 @@ pub async fn cluster(state: State, caller: ApiCaller, body: RawBody) -> ApiResul
     accepted(state.discovery.start_cluster(&caller.0, &body.0).await?)
 }
 
-async fn cluster_status(state: State, caller: ApiCaller, id: web::Path<String>) -> ApiResult<HttpResponse> {
+async fn cluster_status(
+    state: State,
+    caller: ApiCaller,
+    id: web::Path<String>,
+) -> ApiResult<HttpResponse> {
     ok(state.discovery.cluster_status(&caller.0, &id).await?)
 }
 
-async fn integration(state: State, caller: ApiCaller, name: web::Path<String>) -> ApiResult<HttpResponse> {
+async fn integration(
+    state: State,
+    caller: ApiCaller,
+    name: web::Path<String>,
+) -> ApiResult<HttpResponse> {
     ok(state.discovery.integration_status(&caller.0, &name).await?)
 }
 
 /// Inbound agent events: `X-API-Key` and `X-Webhook-Signature` (HMAC-SHA256 of the raw body).
 #[utoipa::path(post, path = "/webhooks/agent", tag = "discovery", responses((status = 202)))]
-pub async fn webhook(state: State, caller: ApiCaller, req: HttpRequest, body: RawBody) -> ApiResult<HttpResponse> {
+pub async fn webhook(
+    state: State,
+    caller: ApiCaller,
+    req: HttpRequest,
+    body: RawBody,
+) -> ApiResult<HttpResponse> {
     let signature = req
         .headers()
         .get("x-webhook-signature")

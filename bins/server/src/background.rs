@@ -1,0 +1,45 @@
+//! The background workers every instance runs. Work that must happen once is claimed through
+//! the database by the workers themselves (schedules and job leases).
+
+use std::time::Duration;
+
+use crate::state::AppState;
+
+/// Starts every worker on the current runtime.
+pub fn spawn_all(state: &AppState) {
+    let metrics = state.metrics.clone();
+    actix_web::rt::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(5));
+        loop {
+            tick.tick().await;
+            if let Some(m) = &metrics {
+                m.run_upkeep();
+            }
+        }
+    });
+    actix_web::rt::spawn(state.registry.clone().run_sweeper());
+    actix_web::rt::spawn(state.registry.clone().listen_for_changes());
+    actix_web::rt::spawn(
+        state
+            .audit
+            .clone()
+            .run_export_worker(state.settings.export_storage_path.clone()),
+    );
+    actix_web::rt::spawn(
+        state
+            .audit
+            .clone()
+            .run_retention(state.settings.audit_retention_days),
+    );
+    actix_web::rt::spawn(state.discovery.clone().run_cluster_worker());
+    let identity = state.identity.clone();
+    actix_web::rt::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(3600));
+        loop {
+            tick.tick().await;
+            if let Err(e) = identity.purge_expired_revocations().await {
+                tracing::debug!(error = %e, "revocation purge failed");
+            }
+        }
+    });
+}

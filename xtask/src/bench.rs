@@ -22,7 +22,9 @@ pub struct Conn {
 
 impl Conn {
     pub async fn open(addr: &str) -> Result<Conn> {
-        let stream = TcpStream::connect(addr).await.with_context(|| format!("connect {addr}"))?;
+        let stream = TcpStream::connect(addr)
+            .await
+            .with_context(|| format!("connect {addr}"))?;
         stream.set_nodelay(true)?;
         Ok(Conn {
             host: addr.to_owned(),
@@ -30,9 +32,19 @@ impl Conn {
         })
     }
 
-    pub async fn call(&mut self, method: &str, path: &str, headers: &[(&str, &str)], body: Option<&Value>) -> Result<(u16, Value)> {
+    pub async fn call(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&Value>,
+    ) -> Result<(u16, Value)> {
         let body = body.map(|b| b.to_string()).unwrap_or_default();
-        let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\n", self.host, body.len());
+        let mut req = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Length: {}\r\n",
+            self.host,
+            body.len()
+        );
         if !body.is_empty() {
             req.push_str("Content-Type: application/json\r\n");
         }
@@ -113,28 +125,42 @@ pub struct Options {
     pub duration: Duration,
     pub tenants: usize,
     pub agents: usize,
+    /// An existing tenant key: `search` then skips creating a tenant and registering agents.
+    pub key: Option<String>,
 }
 
 impl Options {
     pub fn from_args(args: &[String]) -> Result<Options> {
         let mut o = Options {
             addr: "127.0.0.1:8080".into(),
-            admin_key: std::env::var("ADMIN_API_KEY").unwrap_or_else(|_| "dev-admin-key-change-me".into()),
+            admin_key: std::env::var("ADMIN_API_KEY")
+                .unwrap_or_else(|_| "dev-admin-key-change-me".into()),
             clients: 64,
             duration: Duration::from_secs(20),
             tenants: 8,
             agents: 1000,
+            key: None,
         };
         let mut it = args.iter();
         while let Some(a) = it.next() {
-            let mut v = || it.next().cloned().ok_or_else(|| anyhow!("{a} needs a value"));
+            let mut v = || {
+                it.next()
+                    .cloned()
+                    .ok_or_else(|| anyhow!("{a} needs a value"))
+            };
             match a.as_str() {
-                "--url" => o.addr = v()?.trim_start_matches("http://").trim_end_matches('/').to_owned(),
+                "--url" => {
+                    o.addr = v()?
+                        .trim_start_matches("http://")
+                        .trim_end_matches('/')
+                        .to_owned()
+                }
                 "--admin-key" => o.admin_key = v()?,
                 "--clients" => o.clients = v()?.parse()?,
                 "--seconds" => o.duration = Duration::from_secs(v()?.parse()?),
                 "--tenants" => o.tenants = v()?.parse()?,
                 "--agents" => o.agents = v()?.parse()?,
+                "--key" => o.key = Some(v()?),
                 other => bail!("unknown option {other}"),
             }
         }
@@ -159,7 +185,10 @@ async fn tenant(o: &Options) -> Result<String> {
 }
 
 async fn register_agents(o: &Options, key: &str, n: usize) -> Result<Vec<String>> {
-    let words = ["invoice", "parser", "support", "chat", "billing", "search", "report", "etl", "fraud", "risk", "crm", "mail"];
+    let words = [
+        "invoice", "parser", "support", "chat", "billing", "search", "report", "etl", "fraud",
+        "risk", "crm", "mail",
+    ];
     let next = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::new();
     for _ in 0..o.clients.min(32) {
@@ -172,9 +201,18 @@ async fn register_agents(o: &Options, key: &str, n: usize) -> Result<Vec<String>
                 if i >= n {
                     break;
                 }
-                let name = format!("{}-{}-{i}", words[i % words.len()], words[(i / 7) % words.len()]);
+                let name = format!(
+                    "{}-{}-{i}",
+                    words[i % words.len()],
+                    words[(i / 7) % words.len()]
+                );
                 let (s, b) = c
-                    .call("POST", "/api/v1/agents/register", &[("X-API-Key", &key)], Some(&json!({"name": name, "capabilities": ["observe"]})))
+                    .call(
+                        "POST",
+                        "/api/v1/agents/register",
+                        &[("X-API-Key", &key)],
+                        Some(&json!({"name": name, "capabilities": ["observe"]})),
+                    )
                     .await?;
                 if s != 201 {
                     bail!("register answered {s}: {b}");
@@ -230,10 +268,15 @@ where
 
 fn pool(addr: &str, n: usize) -> Vec<Arc<tokio::sync::Mutex<Option<Conn>>>> {
     let _ = addr;
-    (0..n).map(|_| Arc::new(tokio::sync::Mutex::new(None))).collect()
+    (0..n)
+        .map(|_| Arc::new(tokio::sync::Mutex::new(None)))
+        .collect()
 }
 
-async fn with_conn<'a>(slot: &'a tokio::sync::Mutex<Option<Conn>>, addr: &str) -> Result<tokio::sync::MutexGuard<'a, Option<Conn>>> {
+async fn with_conn<'a>(
+    slot: &'a tokio::sync::Mutex<Option<Conn>>,
+    addr: &str,
+) -> Result<tokio::sync::MutexGuard<'a, Option<Conn>>> {
     let mut g = slot.lock().await;
     if g.is_none() {
         *g = Some(Conn::open(addr).await?);
@@ -269,7 +312,9 @@ async fn login(o: Options) -> Result<()> {
             async move {
                 let mut g = with_conn(&conns[client], &addr).await?;
                 let c = g.as_mut().ok_or_else(|| anyhow!("no connection"))?;
-                let (s, _) = c.call("POST", "/api/v1/auth/login", &[], Some(&body)).await?;
+                let (s, _) = c
+                    .call("POST", "/api/v1/auth/login", &[], Some(&body))
+                    .await?;
                 Ok(s == 200)
             }
         })
@@ -288,7 +333,10 @@ async fn login(o: Options) -> Result<()> {
         })
     };
     let ((l, le, lerr), (h, he, _)) = tokio::try_join!(logins, health)?;
-    l.report(&format!("login ({} concurrent, {lerr} errors)", o.clients), le);
+    l.report(
+        &format!("login ({} concurrent, {lerr} errors)", o.clients),
+        le,
+    );
     h.report("GET /health meanwhile", he);
     Ok(())
 }
@@ -298,7 +346,16 @@ async fn audit(o: Options) -> Result<()> {
     let mut setup = Vec::new();
     for _ in 0..o.tenants {
         let key = tenant(&o).await?;
-        let agents = register_agents(&Options { clients: 1, ..Options::from_args(&[])? }.with_addr(&o), &key, 4).await?;
+        let agents = register_agents(
+            &Options {
+                clients: 1,
+                ..Options::from_args(&[])?
+            }
+            .with_addr(&o),
+            &key,
+            4,
+        )
+        .await?;
         setup.push((key, agents));
     }
     let setup = Arc::new(setup);
@@ -318,7 +375,13 @@ async fn audit(o: Options) -> Result<()> {
         }
     })
     .await?;
-    s.report(&format!("audit log ({} clients, {} tenants, {errors} errors)", o.clients, o.tenants), e);
+    s.report(
+        &format!(
+            "audit log ({} clients, {} tenants, {errors} errors)",
+            o.clients, o.tenants
+        ),
+        e,
+    );
     Ok(())
 }
 
@@ -336,13 +399,24 @@ async fn heartbeat(o: Options) -> Result<()> {
             let mut g = with_conn(&conns[client], &addr).await?;
             let c = g.as_mut().ok_or_else(|| anyhow!("no connection"))?;
             let (st, _) = c
-                .call("POST", &format!("/api/v1/agents/{agent}/heartbeat"), &[("X-API-Key", &key)], None)
+                .call(
+                    "POST",
+                    &format!("/api/v1/agents/{agent}/heartbeat"),
+                    &[("X-API-Key", &key)],
+                    None,
+                )
                 .await?;
             Ok(st == 200)
         }
     })
     .await?;
-    s.report(&format!("heartbeat ({} clients, {count} agents, {errors} errors)", o.clients), e);
+    s.report(
+        &format!(
+            "heartbeat ({} clients, {count} agents, {errors} errors)",
+            o.clients
+        ),
+        e,
+    );
     Ok(())
 }
 
@@ -351,8 +425,18 @@ async fn search(o: Options) -> Result<()> {
     let key = tenant(&o).await?;
     let t = Instant::now();
     let n = register_agents(&o, &key, o.agents).await?.len();
-    println!("registered {n} agents in {:.1} s", t.elapsed().as_secs_f64());
-    let queries = ["invoice parser", "support chat", "fraud risk", "billing report", "etl", "crm mail search"];
+    println!(
+        "registered {n} agents in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    let queries = [
+        "invoice parser",
+        "support chat",
+        "fraud risk",
+        "billing report",
+        "etl",
+        "crm mail search",
+    ];
     let conns = pool(&o.addr, o.clients);
     let addr = o.addr.clone();
     let (s, e, errors) = drive(&o, o.clients, move |client, i| {
@@ -362,13 +446,24 @@ async fn search(o: Options) -> Result<()> {
             let mut g = with_conn(&conns[client], &addr).await?;
             let c = g.as_mut().ok_or_else(|| anyhow!("no connection"))?;
             let (st, _) = c
-                .call("GET", &format!("/api/v1/agents/search?q={q}&limit=20"), &[("X-API-Key", &key)], None)
+                .call(
+                    "GET",
+                    &format!("/api/v1/agents/search?q={q}&limit=20"),
+                    &[("X-API-Key", &key)],
+                    None,
+                )
                 .await?;
             Ok(st == 200)
         }
     })
     .await?;
-    s.report(&format!("search ({} clients, {n} agents, {errors} errors)", o.clients), e);
+    s.report(
+        &format!(
+            "search ({} clients, {n} agents, {errors} errors)",
+            o.clients
+        ),
+        e,
+    );
     Ok(())
 }
 

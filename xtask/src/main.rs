@@ -75,19 +75,29 @@ fn audit_verify(args: &[String]) -> anyhow::Result<()> {
             steward_audit::verify_entries(&hasher, entries)
         }
         [flag, tenant] if flag == "--tenant" => {
-            let url = std::env::var("DATABASE_URL").unwrap_or_else(|_| "sqlite://./data/steward.db".into());
+            let url = std::env::var("DATABASE_URL")
+                .unwrap_or_else(|_| "sqlite://./data/steward.db".into());
             let target = DbTarget::parse(&url).map_err(|e| anyhow::anyhow!("DATABASE_URL: {e}"))?;
-            let tenant: steward_core::TenantId = tenant.parse().map_err(|_| anyhow::anyhow!("--tenant needs a UUID"))?;
-            tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(async {
-                let pool = steward_store::DbPool::new(&target, &steward_store::DbSettings::default())
-                    .map_err(|e| anyhow::anyhow!("{e}"))?;
-                let service = steward_audit::AuditService::new(
-                    pool,
-                    std::sync::Arc::new(steward_core::MemoryBus::new()),
-                    hasher,
-                );
-                service.verify_tenant(tenant).await.map_err(|e| anyhow::anyhow!("{e}"))
-            })?
+            let tenant: steward_core::TenantId = tenant
+                .parse()
+                .map_err(|_| anyhow::anyhow!("--tenant needs a UUID"))?;
+            tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?
+                .block_on(async {
+                    let pool =
+                        steward_store::DbPool::new(&target, &steward_store::DbSettings::default())
+                            .map_err(|e| anyhow::anyhow!("{e}"))?;
+                    let service = steward_audit::AuditService::new(
+                        pool,
+                        std::sync::Arc::new(steward_core::MemoryBus::new()),
+                        hasher,
+                    );
+                    service
+                        .verify_tenant(tenant)
+                        .await
+                        .map_err(|e| anyhow::anyhow!("{e}"))
+                })?
         }
         _ => anyhow::bail!("usage: cargo xtask audit-verify --tenant ID | --file EXPORT"),
     };
@@ -95,7 +105,10 @@ fn audit_verify(args: &[String]) -> anyhow::Result<()> {
     if verification.valid {
         Ok(())
     } else {
-        anyhow::bail!("the chain is broken at entry {}", verification.first_bad_id.unwrap_or_default())
+        anyhow::bail!(
+            "the chain is broken at entry {}",
+            verification.first_bad_id.unwrap_or_default()
+        )
     }
 }
 

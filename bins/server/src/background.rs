@@ -32,6 +32,7 @@ pub fn spawn_all(state: &AppState) {
             .run_retention(state.settings.audit_retention_days),
     );
     actix_web::rt::spawn(state.discovery.clone().run_cluster_worker());
+    actix_web::rt::spawn(state.policy.clone().listen_for_changes());
     let identity = state.identity.clone();
     actix_web::rt::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(3600));

@@ -2,7 +2,7 @@
 
 use utoipa::OpenApi;
 
-use crate::routes::{agents, audit, discovery, health, identity, status};
+use crate::routes::{agents, audit, discovery, health, identity, policies, status};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -17,6 +17,7 @@ use crate::routes::{agents, audit, discovery, health, identity, status};
         audit::list, audit::verify, audit::log, audit::export, audit::export_async,
         agents::register, agents::list, agents::search, agents::details, agents::heartbeat,
         discovery::ingest, discovery::list, discovery::cluster, discovery::webhook,
+        policies::templates, policies::check, policies::list, policies::create,
     ),
     components(schemas(health::RootInfo, health::Health, health::Readiness, health::Checks)),
     tags(
@@ -27,6 +28,7 @@ use crate::routes::{agents, audit, discovery, health, identity, status};
         (name = "tenants", description = "Tenant provisioning"),
         (name = "audit", description = "The signed, hash-chained audit log"),
         (name = "agents", description = "The agent registry"),
+        (name = "policies", description = "Rego policies and policy checks"),
         (name = "discovery", description = "Shadow-agent discovery, integrations and inbound webhooks"),
     ),
 )]

@@ -7,10 +7,11 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use steward_audit::{AuditService, ChainHasher};
 use steward_core::{Cache, ErrorKind, EventBus, MemoryBus, MemoryCache};
 use steward_discovery::{Discovery, IntegrationSettings};
-use steward_identity::{Identity, IdentityConfig, NoProvisioning};
+use steward_identity::{Identity, IdentityConfig};
+use steward_policy::{PolicyConfig, PolicyService, RulesScorer};
 use steward_registry::Registry;
 
-use crate::wiring::{AuditActivity, RefreshAgent};
+use crate::wiring::{AuditActivity, DefaultPolicies, RefreshAgent, RegistryAgents};
 use steward_store::redis::{RedisBus, RedisCache, RedisHandle};
 use steward_store::{DbPool, DbSettings};
 
@@ -28,6 +29,7 @@ pub struct AppState {
     pub audit: AuditService,
     pub registry: Registry,
     pub discovery: Discovery,
+    pub policy: PolicyService,
 }
 
 /// How long one readiness check may take.
@@ -55,8 +57,14 @@ impl AppState {
         for version in &report.applied {
             tracing::info!(version = %version, "migration applied");
         }
-        let db = DbPool::new(&settings.database, &DbSettings::default())
-            .map_err(|e| anyhow::anyhow!("database pool: {e}"))?;
+        let db = DbPool::new(
+            &settings.database,
+            &DbSettings {
+                max_connections: 32,
+                ..DbSettings::default()
+            },
+        )
+        .map_err(|e| anyhow::anyhow!("database pool: {e}"))?;
 
         let (cache, bus): (Arc<dyn Cache>, Arc<dyn EventBus>) = match &settings.redis_url {
             Some(url) => {
@@ -81,15 +89,26 @@ impl AppState {
         )
         .await
         .map_err(|e| anyhow::anyhow!("first-boot bootstrap failed: {e}"))?;
-        if let steward_identity::BootstrapOutcome::Created { tenant_created } = outcome {
+        if let steward_identity::BootstrapOutcome::Created { tenant } = &outcome {
             tracing::info!(
                 email = %settings.super_admin_email,
-                tenant_created,
+                tenant_created = tenant.is_some(),
                 "first boot: super admin created"
             );
         }
 
-        AppState::new(settings, db, cache, bus).map_err(|e| anyhow::anyhow!("{e}"))
+        let state = AppState::new(settings, db, cache, bus).map_err(|e| anyhow::anyhow!("{e}"))?;
+        if let steward_identity::BootstrapOutcome::Created {
+            tenant: Some(tenant),
+        } = outcome
+        {
+            state
+                .policy
+                .provision_defaults(tenant)
+                .await
+                .map_err(|e| anyhow::anyhow!("default policies of the first tenant: {e}"))?;
+        }
+        Ok(state)
     }
 
     /// Assembles the state and the domain services from connected parts (no migration, no
@@ -114,7 +133,7 @@ impl AppState {
             Arc::new(AuditActivity(audit.clone())),
             Duration::from_secs(settings.agent_inactivity_seconds),
         );
-        let audit = audit.with_hook(Arc::new(RefreshAgent(registry.clone())));
+        let audit = audit.with_hook(Arc::new(RefreshAgent::new(registry.clone())));
         let discovery = Discovery::new(
             db.clone(),
             bus.clone(),
@@ -122,6 +141,18 @@ impl AppState {
             IntegrationSettings {
                 agent_framework_enabled: settings.integration_agent_framework_enabled,
                 model_provider_enabled: settings.integration_model_provider_enabled,
+            },
+        );
+        // Until the anomaly detector lands, risk is scored by the contract's rule heuristics.
+        let policy = PolicyService::new(
+            db.clone(),
+            bus.clone(),
+            Arc::new(audit.clone()),
+            Arc::new(RegistryAgents(registry.clone())),
+            Arc::new(RulesScorer::new(settings.anomaly.threshold)),
+            PolicyConfig {
+                hitl_risk_threshold: settings.hitl_risk_threshold,
+                ..PolicyConfig::default()
             },
         );
         let sso_providers = settings
@@ -134,7 +165,7 @@ impl AppState {
             db.clone(),
             bus.clone(),
             Arc::new(audit.clone()),
-            Arc::new(NoProvisioning),
+            Arc::new(DefaultPolicies(policy.clone())),
             IdentityConfig {
                 secret_key: settings.secret_key.expose().to_owned(),
                 token_minutes: settings.access_token_expire_minutes,
@@ -153,6 +184,7 @@ impl AppState {
             audit,
             registry,
             discovery,
+            policy,
         })
     }
 }

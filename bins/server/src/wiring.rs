@@ -1,8 +1,14 @@
 //! Adapters that let domain crates call each other through the traits the callers define.
 
+use std::collections::HashSet;
+use std::sync::Mutex;
+use std::time::Duration;
+
 use async_trait::async_trait;
 use steward_audit::{AfterWrite, AuditService};
 use steward_core::{AgentId, Result, TenantId};
+use steward_identity::TenantProvisioner;
+use steward_policy::{AgentInfo, AgentLookup, PolicyService};
 use steward_registry::{AgentActivity, Registry};
 
 /// The registry reads an agent's activity from the audit log.
@@ -30,13 +36,70 @@ impl AgentActivity for AuditActivity {
 }
 
 /// After an audit write about an agent, the registry refreshes its risk score and embedding.
-pub struct RefreshAgent(pub Registry);
+/// Refreshes are coalesced: a burst of writes about one agent causes one refresh, `DELAY` after
+/// the first write of the burst.
+pub struct RefreshAgent {
+    registry: Registry,
+    pending: Mutex<HashSet<AgentId>>,
+}
+
+/// How long writes about one agent are gathered before its refresh.
+const DELAY: Duration = Duration::from_millis(500);
+
+impl RefreshAgent {
+    pub fn new(registry: Registry) -> Self {
+        Self {
+            registry,
+            pending: Mutex::new(HashSet::new()),
+        }
+    }
+}
 
 #[async_trait]
 impl AfterWrite for RefreshAgent {
     async fn agent_entry_written(&self, tenant: TenantId, agent: AgentId) {
-        if let Err(e) = self.0.refresh_after_audit(tenant, agent).await {
+        if !self
+            .pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(agent)
+        {
+            return; // a refresh is already scheduled and will see this entry
+        }
+        tokio::time::sleep(DELAY).await;
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&agent);
+        if let Err(e) = self.registry.refresh_after_audit(tenant, agent).await {
             tracing::debug!(error = %e, agent = %agent, "agent refresh after audit write failed");
         }
+    }
+}
+
+/// The policy engine reads agents from the registry.
+pub struct RegistryAgents(pub Registry);
+
+#[async_trait]
+impl AgentLookup for RegistryAgents {
+    async fn find(&self, tenant: TenantId, agent: AgentId) -> Result<Option<AgentInfo>> {
+        Ok(self.0.find(tenant, agent).await?.map(|a| AgentInfo {
+            id: a.agent_id(),
+            name: a.name.clone(),
+            agent_type: a.agent_type.clone(),
+            capabilities: a.capability_list(),
+            permissions: a.permissions.0.clone(),
+            status: a.status.clone(),
+        }))
+    }
+}
+
+/// A new tenant receives the default policies.
+pub struct DefaultPolicies(pub PolicyService);
+
+#[async_trait]
+impl TenantProvisioner for DefaultPolicies {
+    async fn provision(&self, tenant: TenantId) -> Result<()> {
+        self.0.provision_defaults(tenant).await
     }
 }

@@ -7,5 +7,6 @@ pub mod service;
 
 pub use chain::{canonical_bytes, ChainHasher, GENESIS_HASH};
 pub use service::{
-    check_entry, verify_entries, AfterWrite, AuditEntry, AuditService, Verification, RESERVED_PREFIXES,
+    check_entry, verify_entries, AfterWrite, AuditEntry, AuditService, Verification,
+    RESERVED_PREFIXES,
 };

@@ -560,7 +560,11 @@ impl AuditService {
 }
 
 /// `Some(id)` when the entry's link to `previous_hash`, its hash or its signature does not match.
-pub fn check_entry(hasher: &ChainHasher, entry: &AuditEntry, previous_hash: Option<&str>) -> Option<String> {
+pub fn check_entry(
+    hasher: &ChainHasher,
+    entry: &AuditEntry,
+    previous_hash: Option<&str>,
+) -> Option<String> {
     let canonical = canonical_bytes(&entry.signed_fields());
     let link_ok = previous_hash.is_none_or(|prev| prev == entry.prev_hash);
     let hash_ok = ChainHasher::hash(&canonical) == entry.hash;

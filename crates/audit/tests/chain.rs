@@ -138,7 +138,11 @@ db_test!(offline_verification_of_an_export, |db| {
 });
 
 db_test!(retention_purge_keeps_the_chain_verifiable, |db| {
-    let service = AuditService::new(db.pool.clone(), Arc::new(MemoryBus::new()), ChainHasher::new(Some(b"k")));
+    let service = AuditService::new(
+        db.pool.clone(),
+        Arc::new(MemoryBus::new()),
+        ChainHasher::new(Some(b"k")),
+    );
     let t = tenant(&db.pool).await;
     for i in 0..7 {
         service.append(record(t, i)).await.unwrap();
@@ -153,5 +157,9 @@ db_test!(retention_purge_keeps_the_chain_verifiable, |db| {
     assert!(v.valid, "{v:?}");
     assert_eq!(v.checked, 3);
     let page = service.list(&principal(t), &[]).await.unwrap();
-    assert_eq!(page.items.iter().map(|e| e.seq).min(), Some(8), "sequence numbers continue");
+    assert_eq!(
+        page.items.iter().map(|e| e.seq).min(),
+        Some(8),
+        "sequence numbers continue"
+    );
 });

@@ -19,8 +19,10 @@ pub const DEFAULT_TENANT: &str = "default";
 pub enum BootstrapOutcome {
     /// A super admin already existed; nothing changed.
     AlreadyDone,
-    /// The default tenant and the super admin were created.
-    Created { tenant_created: bool },
+    /// The super admin was created; `tenant` is the `default` tenant when it was created too.
+    Created {
+        tenant: Option<steward_core::TenantId>,
+    },
 }
 
 /// Ensures that a super admin exists. When the database holds no tenant, creates `default`
@@ -51,7 +53,7 @@ pub async fn bootstrap(db: &DbPool, email: &str, password: &str) -> Result<Boots
                     .await
                     .optional()?;
                 let (tenant_id, tenant_created) = match existing {
-                    Some(id) => (id, false),
+                    Some(id) => (id, None),
                     None => {
                         let tenant = TenantRow {
                             id: Id(uuid::Uuid::now_v7()),
@@ -79,7 +81,7 @@ pub async fn bootstrap(db: &DbPool, email: &str, password: &str) -> Result<Boots
                             .values(&key_row)
                             .execute(conn)
                             .await?;
-                        (tenant.id, true)
+                        (tenant.id, Some(tenant.id))
                     }
                 };
                 let user = UserRow {
@@ -105,7 +107,9 @@ pub async fn bootstrap(db: &DbPool, email: &str, password: &str) -> Result<Boots
         .db()
     });
     match result {
-        Ok(tenant_created) => Ok(BootstrapOutcome::Created { tenant_created }),
+        Ok(created) => Ok(BootstrapOutcome::Created {
+            tenant: created.map(|id| id.into_id()),
+        }),
         // Another instance bootstrapped at the same moment (or the e-mail belongs to an
         // ordinary user): nothing to do, but say so when no super admin exists.
         Err(e) if e.kind == ErrorKind::Conflict => {
@@ -137,12 +141,10 @@ mod tests {
         let first = bootstrap(&db.pool, "Root@Example.test", "a-good-password")
             .await
             .unwrap();
-        assert_eq!(
+        assert!(matches!(
             first,
-            BootstrapOutcome::Created {
-                tenant_created: true
-            }
-        );
+            BootstrapOutcome::Created { tenant: Some(_) }
+        ));
         let again = bootstrap(&db.pool, "other@example.test", "changed")
             .await
             .unwrap();

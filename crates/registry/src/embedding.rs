@@ -4,7 +4,7 @@
 //! and recent action names. Each word is hashed (FNV-1a) into one of `DIM` buckets; name
 //! words count twice. Vectors are L2-normalised, so the dot product is the cosine.
 
-pub const DIM: usize = 256;
+pub const DIM: usize = 128;
 
 /// The agent types (contract 11.1).
 pub const AGENT_TYPES: [&str; 7] = [

@@ -73,8 +73,9 @@ impl TenantIndex {
         }
     }
 
-    /// Every agent with similarity above zero, best first (ties by id).
-    pub fn search(&self, query: &Embedding) -> Vec<(AgentId, f32)> {
+    /// The number of agents with similarity above zero, and the best `top` of them, best first
+    /// (ties by id). Selection is partial: only the returned window is sorted.
+    pub fn search(&self, query: &Embedding, top: usize) -> (usize, Vec<(AgentId, f32)>) {
         let q = &query.0;
         let mut hits: Vec<(AgentId, f32)> = self
             .vectors
@@ -85,8 +86,17 @@ impl TenantIndex {
                 (s > 1e-6).then_some((*id, s.min(1.0)))
             })
             .collect();
-        hits.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        hits
+        let total = hits.len();
+        let order =
+            |a: &(AgentId, f32), b: &(AgentId, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+        if top < hits.len() {
+            if top > 0 {
+                hits.select_nth_unstable_by(top - 1, order);
+            }
+            hits.truncate(top);
+        }
+        hits.sort_unstable_by(order);
+        (total, hits)
     }
 
     fn fresh(&self) -> bool {
@@ -150,14 +160,23 @@ mod tests {
     #[test]
     fn upsert_remove_search() {
         let (a, b, c) = (AgentId::new(), AgentId::new(), AgentId::new());
-        let mut idx = TenantIndex::new([(a, e("invoice parser")), (b, e("weather bot")), (c, e("invoice mail"))]);
-        let hits = idx.search(&e("invoice"));
+        let mut idx = TenantIndex::new([
+            (a, e("invoice parser")),
+            (b, e("weather bot")),
+            (c, e("invoice mail")),
+        ]);
+        let (total, hits) = idx.search(&e("invoice"), 10);
+        assert_eq!(total, 2);
         assert_eq!(hits.len(), 2);
+        assert_eq!(idx.search(&e("invoice"), 1).1.len(), 1);
         assert!(hits.iter().all(|(id, _)| *id != b));
         idx.remove(a);
         assert_eq!(idx.len(), 2);
-        assert_eq!(idx.search(&e("invoice")).first().map(|h| h.0), Some(c));
+        assert_eq!(
+            idx.search(&e("invoice"), 10).1.first().map(|h| h.0),
+            Some(c)
+        );
         idx.upsert(b, &e("invoice weather"));
-        assert_eq!(idx.search(&e("invoice")).len(), 2);
+        assert_eq!(idx.search(&e("invoice"), 10).0, 2);
     }
 }

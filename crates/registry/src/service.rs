@@ -215,6 +215,7 @@ pub struct Registry {
     predictor: Arc<TypePredictor>,
     inactivity: Duration,
     index: SearchIndex,
+    loading: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Registry {
@@ -231,6 +232,7 @@ impl Registry {
             predictor: Arc::new(TypePredictor::new()),
             inactivity,
             index: SearchIndex::default(),
+            loading: Arc::default(),
         }
     }
 
@@ -247,7 +249,8 @@ impl Registry {
         } else {
             agent.embedding.as_deref().and_then(Embedding::from_bytes)
         };
-        self.index.apply(tenant, agent.agent_id(), embedding.as_ref());
+        self.index
+            .apply(tenant, agent.agent_id(), embedding.as_ref());
         let bus = self.bus.clone();
         let payload = format!("{tenant} {}", steward_store::schedule::instance_id()).into_bytes();
         tokio::spawn(async move {
@@ -598,17 +601,25 @@ impl Registry {
         let query = Embedding::of_query(&text);
         let index = match self.index.get(p.tenant) {
             Some(i) => i,
-            None => self.index.put(p.tenant, self.load_index(p.tenant).await?),
+            None => {
+                // One load at a time: concurrent first searches wait for it instead of each
+                // reading every embedding.
+                let _loading = self.loading.lock().await;
+                match self.index.get(p.tenant) {
+                    Some(i) => i,
+                    None => self.index.put(p.tenant, self.load_index(p.tenant).await?),
+                }
+            }
         };
-        let scored: Vec<(Id, f32)> = {
+        let (total, top) = {
             let index = index.read().unwrap_or_else(|e| e.into_inner());
-            index.search(&query).into_iter().map(|(id, s)| (Id(id.0), s)).collect()
+            index.search(&query, (page.skip + page.limit) as usize)
         };
-        let total = scored.len() as i64;
-        let window: Vec<(Id, f32)> = scored
+        let total = total as i64;
+        let window: Vec<(Id, f32)> = top
             .into_iter()
             .skip(page.skip as usize)
-            .take(page.limit as usize)
+            .map(|(id, s)| (Id(id.0), s))
             .collect();
         let ids: Vec<Id> = window.iter().map(|(id, _)| *id).collect();
         let records: Vec<AgentRecord> = with_conn!(&self.db, conn => {

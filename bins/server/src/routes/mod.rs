@@ -5,6 +5,7 @@ pub mod audit;
 pub mod discovery;
 pub mod health;
 pub mod identity;
+pub mod policies;
 pub mod reply;
 pub mod status;
 
@@ -33,6 +34,7 @@ fn api_v1(cfg: &mut web::ServiceConfig) {
         .configure(identity::configure)
         .configure(agents::configure)
         .configure(discovery::configure)
+        .configure(policies::configure)
         .configure(status::configure)
         .configure(audit::configure);
 }

@@ -1,0 +1,131 @@
+//! Runaway policies: the engine's own time limit and the check's deadline both turn a module
+//! that does not finish into a hard deny, while other checks keep answering.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::Harness;
+use serde_json::json;
+use steward_policy::{EngineSettings, EvalLimits, Evaluator, PolicyConfig};
+use steward_store::db_test;
+
+/// Iterates a billion times: stopped by the engine's cooperative time limit.
+const LOOPING: &str = "package steward.policies.looping\nimport rego.v1\n\
+    allow if count([1 | some a in numbers.range(1, 1000); some b in numbers.range(1, 1000); \
+    some c in numbers.range(1, 1000)]) > 0\n";
+
+/// One long built-in call (tens of milliseconds to seconds): only the deadline stops waiting.
+const ONE_BIG_CALL: &str = "package steward.policies.bigcall\nimport rego.v1\n\
+    allow if count(numbers.range(1, 4000000)) > 0\n";
+
+fn config(timeout_ms: u64, deadline_ms: u64) -> PolicyConfig {
+    PolicyConfig {
+        engine: EngineSettings {
+            limits: EvalLimits {
+                timeout: Duration::from_millis(timeout_ms),
+                max_instructions: usize::MAX,
+            },
+            deadline: Duration::from_millis(deadline_ms),
+            max_concurrent: 4,
+            evaluator: Evaluator::Vm,
+            ..EngineSettings::default()
+        },
+        ..PolicyConfig::default()
+    }
+}
+
+db_test!(engine_time_limit_denies, |db| {
+    let h = Harness::new(&db.pool, config(200, 5_000));
+    let t = h.tenant().await;
+    let a = h.agent(t, "active", json!({})).to_string();
+    h.create(t, json!({"name": "looping", "rego": LOOPING}))
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let body = h.check(t, &a, "read_data", "r", json!({})).await;
+    assert!(!body.allowed && !body.required_approval);
+    assert_eq!(body.reason, "policy 'looping' failed to evaluate");
+    assert_eq!(body.severity.as_deref(), Some("medium"));
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+});
+
+db_test!(deadline_denies_while_others_answer, |db| {
+    let h = Harness::new(&db.pool, config(10_000, 10));
+    let slow_tenant = h.tenant().await;
+    let slow_agent = h.agent(slow_tenant, "active", json!({})).to_string();
+    h.create(
+        slow_tenant,
+        json!({"name": "bigcall", "priority": 5, "rego": ONE_BIG_CALL}),
+    )
+    .await
+    .unwrap();
+    let fast_tenant = h.tenant().await;
+    let fast_agent = h.agent(fast_tenant, "active", json!({})).to_string();
+    // Compile both sets first so that only evaluation is timed.
+    let _ = h.svc.engine().evaluate(slow_tenant, &json!({})).await;
+    let _ = h.svc.engine().evaluate(fast_tenant, &json!({})).await;
+
+    let svc = h.svc.clone();
+    let slow = {
+        let h_agents = slow_agent.clone();
+        let svc = svc.clone();
+        tokio::spawn(async move {
+            let body = json!({"agent_id": h_agents, "action": "read_data", "resource": "r", "context": {}});
+            svc.check(
+                &common::as_role(slow_tenant, steward_core::Role::Developer),
+                &steward_core::Body::json(&body),
+            )
+            .await
+        })
+    };
+    // Another tenant's check answers normally meanwhile (the deadline is tight, so retry a
+    // few times in case the machine is busy).
+    let mut fast_ok = false;
+    for _ in 0..20 {
+        let body = h
+            .check(fast_tenant, &fast_agent, "read_data", "r", json!({}))
+            .await;
+        if body.allowed {
+            fast_ok = true;
+            break;
+        }
+    }
+    assert!(fast_ok, "the other tenant's check answers");
+    let body = slow.await.unwrap().unwrap();
+    assert!(!body.allowed && !body.required_approval);
+    assert!(
+        body.reason
+            .starts_with("policy 'bigcall' failed to evaluate"),
+        "{}",
+        body.reason
+    );
+});
+
+db_test!(over_inline_budget_moves_to_the_pool, |db| {
+    let h = Harness::new(&db.pool, PolicyConfig::default());
+    let t = h.tenant().await;
+    let a = h.agent(t, "active", json!({})).to_string();
+    let rego = "package steward.policies.items\nimport rego.v1\n\
+        deny contains \"negative item\" if { some x in input.context.items; x < 0 }\n\
+        default allow := false\nallow if count(deny) == 0\n";
+    h.create(t, json!({"name": "items", "rego": rego}))
+        .await
+        .unwrap();
+    let mut items: Vec<i64> = (0..100_000).collect();
+    let body = h
+        .check(t, &a, "read_data", "r", json!({ "items": items }))
+        .await;
+    assert!(body.allowed, "{}", body.reason);
+    items.push(-1);
+    let body = h
+        .check(t, &a, "read_data", "r", json!({ "items": items }))
+        .await;
+    assert!(!body.allowed);
+    assert_eq!(body.reason, "negative item");
+});

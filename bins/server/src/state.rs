@@ -11,7 +11,7 @@ use steward_identity::{Identity, IdentityConfig};
 use steward_policy::{PolicyConfig, PolicyService, RulesScorer};
 use steward_registry::Registry;
 
-use crate::wiring::{AuditActivity, DefaultPolicies, RefreshAgent, RegistryAgents};
+use crate::wiring::{AuditActivity, DefaultPolicies, MeasuredRules, RefreshAgent, RegistryAgents};
 use steward_store::redis::{RedisBus, RedisCache, RedisHandle};
 use steward_store::{DbPool, DbSettings};
 
@@ -149,7 +149,7 @@ impl AppState {
             bus.clone(),
             Arc::new(audit.clone()),
             Arc::new(RegistryAgents(registry.clone())),
-            Arc::new(RulesScorer::new(settings.anomaly.threshold)),
+            Arc::new(MeasuredRules(RulesScorer::new(settings.anomaly.threshold))),
             PolicyConfig {
                 hitl_risk_threshold: settings.hitl_risk_threshold,
                 ..PolicyConfig::default()

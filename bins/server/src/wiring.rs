@@ -103,3 +103,26 @@ impl TenantProvisioner for DefaultPolicies {
         self.0.provision_defaults(tenant).await
     }
 }
+
+/// Scores risk with the contract's rule heuristics (the anomaly detector's ML part is not built
+/// yet) and records the anomaly metrics of every scoring: `anomaly_ml_backend_total{backend="rules"}`,
+/// `anomaly_processing_seconds`, `anomaly_score_histogram`.
+pub struct MeasuredRules(pub steward_policy::RulesScorer);
+
+#[async_trait]
+impl steward_policy::RiskScorer for MeasuredRules {
+    async fn assess(
+        &self,
+        event: steward_policy::RiskEvent<'_>,
+        reason: &steward_policy::ReasonFn<'_>,
+    ) -> Result<steward_policy::RiskAssessment> {
+        let started = std::time::Instant::now();
+        let result = self.0.assess(event, reason).await;
+        metrics::histogram!("anomaly_processing_seconds").record(started.elapsed().as_secs_f64());
+        metrics::counter!("anomaly_ml_backend_total", "backend" => "rules").increment(1);
+        if let Ok(r) = &result {
+            metrics::histogram!("anomaly_score_histogram").record(r.risk_score);
+        }
+        result
+    }
+}

@@ -1,6 +1,8 @@
 //! Access control over HTTP, on both backends: every role against every guarded operation
 //! built so far (table-driven), and a cross-tenant attempt for every resource kind.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::{Cred, TestApp, ADMIN_KEY};

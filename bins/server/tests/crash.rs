@@ -2,6 +2,8 @@
 //! restarted on the same database, and every acknowledged entry must be there with the chain
 //! valid. SQLite always; PostgreSQL with `TEST_DATABASE_URL` (a schema of its own).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
@@ -50,7 +52,7 @@ fn request(
 }
 
 fn start(database_url: &str, port: u16, dir: &std::path::Path) -> Child {
-    let child = Command::new(env!("CARGO_BIN_EXE_steward"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_steward"))
         .current_dir(dir)
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -71,6 +73,8 @@ fn start(database_url: &str, port: u16, dir: &std::path::Path) -> Child {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
+    let _ = child.kill();
+    let _ = child.wait();
     panic!("the server did not become healthy");
 }
 

@@ -1,5 +1,7 @@
 //! HTTP behaviour of the foundation: health, readiness, root, docs, metrics, errors.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::sync::Arc;

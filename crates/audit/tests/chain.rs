@@ -1,6 +1,8 @@
 //! The chain on both backends: concurrent appends never fork or skip, and verification names
 //! the first tampered entry.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::sync::Arc;
 
 use diesel::prelude::*;

@@ -1,6 +1,8 @@
 //! Store tests, generated for SQLite and (with `TEST_DATABASE_URL`) PostgreSQL, and the
 //! shared cache/bus suites for Redis (with `TEST_REDIS_URL`).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 use serde_json::json;

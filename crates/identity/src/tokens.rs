@@ -76,15 +76,18 @@ mod tests {
 
     #[test]
     fn round_trip_and_expiry() {
+        let now = time::OffsetDateTime::now_utc().unix_timestamp();
         let keys = TokenKeys::new("secret", 60);
-        let t = keys.issue(&claims(100)).unwrap();
-        assert_eq!(keys.verify(&t, 99).unwrap(), claims(100));
+        let t = keys.issue(&claims(now + 100)).unwrap();
+        assert_eq!(keys.verify(&t, now).unwrap(), claims(now + 100));
         assert!(
-            keys.verify(&t, 100).is_err(),
+            keys.verify(&t, now + 100).is_err(),
             "refused from the second exp is reached"
         );
-        assert!(TokenKeys::new("other", 60).verify(&t, 50).is_err());
-        assert!(keys.verify("not.a.jwt", 0).is_err());
+        assert!(TokenKeys::new("other", 60).verify(&t, now).is_err());
+        assert!(keys.verify("not.a.jwt", now).is_err());
+        let old = keys.issue(&claims(now - 1)).unwrap();
+        assert!(keys.verify(&old, now).is_err(), "a past exp is refused");
     }
 
     #[test]

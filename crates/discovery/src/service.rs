@@ -636,18 +636,13 @@ impl Discovery {
                 query
             }};
         }
-        let (total, rows): (i64, Vec<CandidateRow>) = with_conn!(&self.db, conn => {
-            let total = filtered!().count().get_result(conn).await.db()?;
-            let rows = filtered!()
-                .order((dc::first_seen.desc(), dc::id.desc()))
-                .offset(page.skip)
-                .limit(page.limit)
-                .select(CandidateRow::as_select())
-                .load(conn)
-                .await
-                .db()?;
-            Ok::<_, Error>((total, rows))
-        })?;
+        let (total, rows): (i64, Vec<CandidateRow>) = steward_store::count_and_page!(
+            &self.db,
+            filtered,
+            (dc::first_seen.desc(), dc::id.desc()),
+            CandidateRow::as_select(),
+            page
+        )?;
         Ok(Page::new(
             rows.iter().map(CandidateRow::view).collect(),
             total,

@@ -87,18 +87,13 @@ impl Identity {
                     .filter(api_keys::revoked_at.is_null())
             };
         }
-        let (total, rows): (i64, Vec<ApiKeyRow>) = with_conn!(&self.db, conn => {
-            let total = mine!().count().get_result(conn).await.db()?;
-            let rows = mine!()
-                .order((api_keys::created_at.desc(), api_keys::id.desc()))
-                .offset(page.skip)
-                .limit(page.limit)
-                .select(ApiKeyRow::as_select())
-                .load(conn)
-                .await
-                .db()?;
-            Ok::<_, Error>((total, rows))
-        })?;
+        let (total, rows): (i64, Vec<ApiKeyRow>) = steward_store::count_and_page!(
+            &self.db,
+            mine,
+            (api_keys::created_at.desc(), api_keys::id.desc()),
+            ApiKeyRow::as_select(),
+            page
+        )?;
         let items = rows
             .into_iter()
             .map(|r| ApiKeyView::from_row(r, None))

@@ -353,18 +353,13 @@ impl Identity {
                 query
             }};
         }
-        let (total, rows): (i64, Vec<UserRow>) = with_conn!(&self.db, conn => {
-            let total = filtered!().count().get_result(conn).await.db()?;
-            let rows = filtered!()
-                .order((users::created_at.desc(), users::id.desc()))
-                .offset(page.skip)
-                .limit(page.limit)
-                .select(UserRow::as_select())
-                .load(conn)
-                .await
-                .db()?;
-            Ok::<_, Error>((total, rows))
-        })?;
+        let (total, rows): (i64, Vec<UserRow>) = steward_store::count_and_page!(
+            &self.db,
+            filtered,
+            (users::created_at.desc(), users::id.desc()),
+            UserRow::as_select(),
+            page
+        )?;
         Ok(Page::new(
             rows.into_iter().map(UserView::from).collect(),
             total,

@@ -290,22 +290,17 @@ impl PolicyService {
                 query
             }};
         }
-        let (total, rows): (i64, Vec<PolicyRow>) = with_conn!(&self.db, conn => {
-            let total = filtered!().count().get_result(conn).await.db()?;
-            let rows = filtered!()
-                .order((
-                    policies::priority.desc(),
-                    policies::created_at.asc(),
-                    policies::id.asc(),
-                ))
-                .offset(page.skip)
-                .limit(page.limit)
-                .select(PolicyRow::as_select())
-                .load(conn)
-                .await
-                .db()?;
-            Ok::<_, Error>((total, rows))
-        })?;
+        let (total, rows): (i64, Vec<PolicyRow>) = steward_store::count_and_page!(
+            &self.db,
+            filtered,
+            (
+                policies::priority.desc(),
+                policies::created_at.asc(),
+                policies::id.asc()
+            ),
+            PolicyRow::as_select(),
+            page
+        )?;
         Ok(Page::new(
             rows.into_iter().map(PolicyView::from).collect(),
             total,

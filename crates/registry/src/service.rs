@@ -428,18 +428,13 @@ impl Registry {
                 query
             }};
         }
-        let (total, rows): (i64, Vec<AgentRecord>) = with_conn!(&self.db, conn => {
-            let total = filtered!().count().get_result(conn).await.db()?;
-            let rows = filtered!()
-                .order((agents::created_at.desc(), agents::id.desc()))
-                .offset(page.skip)
-                .limit(page.limit)
-                .select(AgentRecord::as_select())
-                .load(conn)
-                .await
-                .db()?;
-            Ok::<_, Error>((total, rows))
-        })?;
+        let (total, rows): (i64, Vec<AgentRecord>) = steward_store::count_and_page!(
+            &self.db,
+            filtered,
+            (agents::created_at.desc(), agents::id.desc()),
+            AgentRecord::as_select(),
+            page
+        )?;
         Ok(Page::new(
             rows.iter().map(AgentView::from).collect(),
             total,

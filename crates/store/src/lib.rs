@@ -68,3 +68,34 @@ macro_rules! with_conn {
         }
     };
 }
+
+/// Counts the rows of a filtered query and loads one page of it, on either backend:
+/// `(total, rows)`. `$query` names a local `macro_rules!` that builds the (boxed) filtered
+/// query, so that each backend gets its own query type.
+///
+/// ```ignore
+/// macro_rules! filtered { () => { users::table.filter(users::tenant_id.eq(t)).into_boxed() } }
+/// let (total, rows): (i64, Vec<UserRow>) =
+///     count_and_page!(&db, filtered, users::created_at.desc(), UserRow::as_select(), page)?;
+/// ```
+#[macro_export]
+macro_rules! count_and_page {
+    ($pool:expr, $query:ident, $order:expr, $select:expr, $page:expr) => {
+        $crate::with_conn!($pool, conn => {
+            let total: i64 = $query!()
+                .count()
+                .get_result(conn)
+                .await
+                .map_err($crate::db_error)?;
+            let rows = $query!()
+                .order($order)
+                .offset($page.skip)
+                .limit($page.limit)
+                .select($select)
+                .load(conn)
+                .await
+                .map_err($crate::db_error)?;
+            Ok::<_, steward_core::Error>((total, rows))
+        })
+    };
+}

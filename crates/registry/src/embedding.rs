@@ -117,8 +117,32 @@ const SEED: &[(&str, &str)] = &[
     ("custom", "custom agent"),
 ];
 
-/// Nearest-centroid type prediction over the seed examples and any labelled examples given.
+/// Sums of the embeddings of a tenant's agents per declared type: the tenant's labelled
+/// examples.
+pub type TypeSums = std::collections::HashMap<String, Vec<f32>>;
+
+/// Adds (`sign` 1.0) or removes (-1.0) an example.
+pub fn add_example(sums: &mut TypeSums, agent_type: &str, e: &Embedding, sign: f32) {
+    let sum = sums
+        .entry(agent_type.to_owned())
+        .or_insert_with(|| vec![0f32; DIM]);
+    for (s, x) in sum.iter_mut().zip(&e.0) {
+        *s += sign * x;
+    }
+}
+
+fn normalised(mut v: Vec<f32>) -> Embedding {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 {
+        v.iter_mut().for_each(|x| *x /= norm);
+    }
+    Embedding(v)
+}
+
+/// Nearest-centroid type prediction: each type's centroid is the sum of the built-in seed
+/// examples and, when given, the tenant's labelled agents of that type.
 pub struct TypePredictor {
+    seed_sums: Vec<(&'static str, Vec<f32>)>,
     centroids: Vec<(&'static str, Embedding)>,
 }
 
@@ -130,7 +154,7 @@ impl Default for TypePredictor {
 
 impl TypePredictor {
     pub fn new() -> Self {
-        let mut centroids = Vec::new();
+        let mut seed_sums = Vec::new();
         for t in AGENT_TYPES {
             let mut sum = vec![0f32; DIM];
             for (_, text) in SEED.iter().filter(|(ty, _)| *ty == t) {
@@ -138,26 +162,53 @@ impl TypePredictor {
                     sum[i] += x;
                 }
             }
-            let norm = sum.iter().map(|x| x * x).sum::<f32>().sqrt();
-            if norm > 0.0 {
-                sum.iter_mut().for_each(|x| *x /= norm);
-            }
-            centroids.push((t, Embedding(sum)));
+            seed_sums.push((t, sum));
         }
-        Self { centroids }
+        let centroids = seed_sums
+            .iter()
+            .map(|(t, s)| (*t, normalised(s.clone())))
+            .collect();
+        Self {
+            seed_sums,
+            centroids,
+        }
     }
 
     /// The most similar type and a confidence in [0, 1] (the best similarity's share of all
     /// positive similarities). `None` for an empty embedding.
     pub fn predict(&self, e: &Embedding) -> Option<(&'static str, f64)> {
+        self.predict_with(e, None)
+    }
+
+    /// Like `predict`, with the tenant's labelled agents added to the seed examples.
+    pub fn predict_with(
+        &self,
+        e: &Embedding,
+        tenant: Option<&TypeSums>,
+    ) -> Option<(&'static str, f64)> {
         if e.is_zero() {
             return None;
         }
-        let scores: Vec<(&'static str, f32)> = self
-            .centroids
-            .iter()
-            .map(|(t, c)| (*t, c.cosine(e)))
-            .collect();
+        let tenant_centroids: Vec<(&'static str, Embedding)>;
+        let centroids = match tenant {
+            None => &self.centroids,
+            Some(sums) => {
+                tenant_centroids = self
+                    .seed_sums
+                    .iter()
+                    .map(|(t, seed)| {
+                        let mut v = seed.clone();
+                        if let Some(extra) = sums.get(*t) {
+                            v.iter_mut().zip(extra).for_each(|(a, b)| *a += b);
+                        }
+                        (*t, normalised(v))
+                    })
+                    .collect();
+                &tenant_centroids
+            }
+        };
+        let scores: Vec<(&'static str, f32)> =
+            centroids.iter().map(|(t, c)| (*t, c.cosine(e))).collect();
         let total: f32 = scores.iter().map(|(_, s)| s.max(0.0)).sum();
         let (best, score) = scores
             .into_iter()
@@ -199,6 +250,41 @@ mod tests {
         let miss = agent("weather-bot", "llm", &["respond"]);
         assert!(q.cosine(&hit) > 0.3);
         assert!(q.cosine(&hit) > q.cosine(&miss));
+    }
+
+    #[test]
+    fn tenant_examples_teach_new_vocabulary() {
+        let p = TypePredictor::new();
+        let e = agent("zorblax quantifier", "custom", &[]);
+        let mut sums = TypeSums::new();
+        for name in [
+            "zorblax ledger",
+            "zorblax quantifier engine",
+            "quantifier zorblax",
+        ] {
+            add_example(&mut sums, "workflow", &agent(name, "workflow", &[]), 1.0);
+        }
+        assert_eq!(
+            p.predict_with(&e, Some(&sums)).map(|(t, _)| t),
+            Some("workflow")
+        );
+        let mut removed = sums.clone();
+        for name in [
+            "zorblax ledger",
+            "zorblax quantifier engine",
+            "quantifier zorblax",
+        ] {
+            add_example(
+                &mut removed,
+                "workflow",
+                &agent(name, "workflow", &[]),
+                -1.0,
+            );
+        }
+        assert_ne!(
+            p.predict_with(&e, Some(&removed)).map(|(t, _)| t),
+            Some("workflow")
+        );
     }
 
     #[test]

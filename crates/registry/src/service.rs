@@ -20,7 +20,7 @@ use steward_store::schema::agents;
 use steward_store::{with_conn, DbPool, DbResultExt, Id, Json, Ts};
 use time::OffsetDateTime;
 
-use crate::embedding::{Embedding, Profile, TypePredictor, AGENT_TYPES};
+use crate::embedding::{add_example, Embedding, Profile, TypePredictor, TypeSums, AGENT_TYPES};
 use crate::index::{SearchIndex, TenantIndex};
 
 /// Bus channel of "a tenant's agents changed" notices (search index invalidation).
@@ -216,6 +216,16 @@ pub struct Registry {
     inactivity: Duration,
     index: SearchIndex,
     loading: Arc<tokio::sync::Mutex<()>>,
+    /// Per tenant, the embedding sums of its agents by declared type (the labelled examples
+    /// of type prediction), loaded on first use and kept current like the search index.
+    type_sums: Arc<std::sync::RwLock<std::collections::HashMap<TenantId, TypeSums>>>,
+}
+
+/// An agent's type and stored embedding before a change.
+type Previous = Option<(String, Option<Vec<u8>>)>;
+
+fn previous(a: &AgentRecord) -> Previous {
+    Some((a.agent_type.clone(), a.embedding.clone()))
 }
 
 impl Registry {
@@ -233,6 +243,7 @@ impl Registry {
             inactivity,
             index: SearchIndex::default(),
             loading: Arc::default(),
+            type_sums: Arc::default(),
         }
     }
 
@@ -243,7 +254,24 @@ impl Registry {
     }
 
     /// Keeps this instance's search index current and tells the other instances.
-    fn changed(&self, tenant: TenantId, agent: &AgentRecord, deleted: bool) {
+    fn changed(&self, tenant: TenantId, agent: &AgentRecord, deleted: bool, before: Previous) {
+        {
+            let mut all = self.type_sums.write().unwrap_or_else(|e| e.into_inner());
+            if let Some(sums) = all.get_mut(&tenant) {
+                let example = |a: &Option<Vec<u8>>| a.as_deref().and_then(Embedding::from_bytes);
+                if let Some((t, Some(e))) = before.as_ref().map(|(t, b)| (t, example(b))) {
+                    add_example(sums, t, &e, -1.0);
+                }
+                if let Some(e) = example(&agent.embedding) {
+                    add_example(
+                        sums,
+                        &agent.agent_type,
+                        &e,
+                        if deleted { -1.0 } else { 1.0 },
+                    );
+                }
+            }
+        }
         let embedding = if deleted {
             None
         } else {
@@ -273,6 +301,10 @@ impl Registry {
                             }
                             if let Ok(t) = tenant.parse() {
                                 self.index.invalidate(t);
+                                self.type_sums
+                                    .write()
+                                    .unwrap_or_else(|e| e.into_inner())
+                                    .remove(&t);
                             }
                         }
                         Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
@@ -298,7 +330,57 @@ impl Registry {
     }
 
     /// Computes embedding, predicted type and confidence into the record.
-    fn embed(&self, a: &mut AgentRecord, actions: &[String], now: OffsetDateTime) {
+    /// The tenant's labelled examples, loaded from the database on first use.
+    async fn tenant_types(&self, tenant: TenantId) -> Result<TypeSums> {
+        if let Some(s) = self
+            .type_sums
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&tenant)
+        {
+            return Ok(s.clone());
+        }
+        let t = Id(tenant.0);
+        let rows: Vec<(String, Option<Vec<u8>>)> = with_conn!(&self.db, conn => {
+            agents::table
+                .filter(agents::tenant_id.eq(t))
+                .select((agents::agent_type, agents::embedding))
+                .load(conn)
+                .await
+                .db()
+        })?;
+        let mut sums = TypeSums::new();
+        for (agent_type, bytes) in rows {
+            if let Some(e) = bytes.as_deref().and_then(Embedding::from_bytes) {
+                add_example(&mut sums, &agent_type, &e, 1.0);
+            }
+        }
+        self.type_sums
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(tenant, sums.clone());
+        Ok(sums)
+    }
+
+    /// Computes embedding, predicted type and confidence into the record.
+    async fn embed(&self, a: &mut AgentRecord, actions: &[String], now: OffsetDateTime) {
+        let sums = match self.tenant_types(a.tenant_id.into_id()).await {
+            Ok(s) => Some(s),
+            Err(e) => {
+                tracing::debug!(error = %e, "tenant type examples not loaded; seed examples only");
+                None
+            }
+        };
+        self.embed_with(a, actions, now, sums.as_ref());
+    }
+
+    fn embed_with(
+        &self,
+        a: &mut AgentRecord,
+        actions: &[String],
+        now: OffsetDateTime,
+        sums: Option<&TypeSums>,
+    ) {
         let caps = a.capability_list();
         let e = Embedding::of_agent(&Profile {
             name: &a.name,
@@ -306,7 +388,7 @@ impl Registry {
             capabilities: &caps,
             actions,
         });
-        let prediction = self.predictor.predict(&e);
+        let prediction = self.predictor.predict_with(&e, sums);
         a.predicted_type = prediction.map(|(t, _)| t.to_owned());
         a.type_confidence = prediction.map(|(_, c)| c);
         a.embedding = Some(e.to_bytes());
@@ -378,12 +460,12 @@ impl Registry {
             last_heartbeat: None,
             active_since: Ts(now),
         };
-        self.embed(&mut a, &[], now);
+        self.embed(&mut a, &[], now).await;
         with_conn!(&self.db, conn => {
             diesel::insert_into(agents::table).values(&a).execute(conn).await.db()
         })
         .map_err(|e| name_conflict(e, &a.name))?;
-        self.changed(tenant, &a, false);
+        self.changed(tenant, &a, false, None);
         self.event("agent.registered", tenant, &a);
         Ok(a)
     }
@@ -459,6 +541,7 @@ impl Registry {
         p.authorize(Op::AgentsWrite)?;
         let input = read_input(&body.parse::<Value>()?, false)?;
         let mut a = self.load(p, id).await?;
+        let before = previous(&a);
         let now = clock::now();
         let mut profile_changed = false;
         if let Some(n) = input.name {
@@ -488,11 +571,11 @@ impl Registry {
                 .recent_actions(p.tenant, a.agent_id(), 20)
                 .await
                 .unwrap_or_default();
-            self.embed(&mut a, &actions, now);
+            self.embed(&mut a, &actions, now).await;
         }
         self.save(&a).await?;
         if profile_changed {
-            self.changed(p.tenant, &a, false);
+            self.changed(p.tenant, &a, false, before);
         }
         self.event("agent.updated", p.tenant, &a);
         Ok((&a).into())
@@ -506,7 +589,7 @@ impl Registry {
         with_conn!(&self.db, conn => {
             diesel::delete(agents::table.filter(agents::id.eq(row))).execute(conn).await.db()
         })?;
-        self.changed(p.tenant, &a, true);
+        self.changed(p.tenant, &a, true, None);
         self.event("agent.deleted", p.tenant, &a);
         Ok(())
     }
@@ -522,6 +605,7 @@ impl Registry {
             .to_owned();
         f.finish()?;
         let mut a = self.load(p, id).await?;
+        let before = previous(&a);
         if a.status == "suspended" {
             return Err(Error::new(
                 ErrorKind::AgentSuspended,
@@ -542,11 +626,11 @@ impl Registry {
                 .recent_actions(p.tenant, a.agent_id(), 20)
                 .await
                 .unwrap_or_default();
-            self.embed(&mut a, &actions, now);
+            self.embed(&mut a, &actions, now).await;
         }
         self.save(&a).await?;
         if stale {
-            self.changed(p.tenant, &a, false);
+            self.changed(p.tenant, &a, false, before);
         }
         Ok((&a).into())
     }
@@ -659,10 +743,11 @@ impl Registry {
         let Some(mut a) = self.find(tenant, agent).await? else {
             return Ok(());
         };
+        let before = previous(&a);
         let now = clock::now();
         a.risk_score = self.activity.recent_risk(tenant, agent, 20).await?;
         let actions = self.activity.recent_actions(tenant, agent, 20).await?;
-        self.embed(&mut a, &actions, now);
+        self.embed(&mut a, &actions, now).await;
         let id = a.id;
         with_conn!(&self.db, conn => {
             diesel::update(agents::table.filter(agents::id.eq(id)))
@@ -677,7 +762,7 @@ impl Registry {
                 .await
                 .db()
         })?;
-        self.changed(tenant, &a, false);
+        self.changed(tenant, &a, false, before);
         Ok(())
     }
 

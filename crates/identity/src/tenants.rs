@@ -100,7 +100,13 @@ impl Identity {
         Ok(Page::new(items, total, page))
     }
 
-    /// The caller's tenant with its masked key (for `/status`).
+    /// The caller's own tenant with its masked key (`/status`; any role may read it).
+    pub async fn own_tenant(&self, p: &steward_core::Principal) -> Result<TenantView> {
+        p.authorize(steward_core::Op::StatsRead)?;
+        self.tenant_summary(p.tenant).await
+    }
+
+    /// A tenant with its masked key.
     pub async fn tenant_summary(&self, tenant: TenantId) -> Result<TenantView> {
         let row: Option<(TenantRow, Option<String>)> = with_conn!(&self.db, conn => {
             tenants::table

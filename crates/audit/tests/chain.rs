@@ -11,28 +11,11 @@ use serde_json::json;
 use steward_audit::{AuditService, ChainHasher};
 use steward_core::principal::CredentialKind;
 use steward_core::{AuditRecord, MemoryBus, Principal, Role, TenantId};
-use steward_store::schema::{audit_entries, tenants};
-use steward_store::{db_test, with_conn, DbPool, DbResultExt, Id, Json, Ts};
+use steward_store::schema::audit_entries;
+use steward_store::{db_test, with_conn, DbPool, DbResultExt, Id};
 
 async fn tenant(db: &DbPool) -> TenantId {
-    let id = TenantId::new();
-    let r: Result<usize, steward_core::Error> = async {
-        with_conn!(db, conn => {
-            diesel::insert_into(tenants::table)
-                .values((
-                    tenants::id.eq(Id(id.0)),
-                    tenants::name.eq(format!("t-{id}")),
-                    tenants::settings.eq(Json(json!({}))),
-                    tenants::created_at.eq(Ts::from(steward_core::clock::now())),
-                ))
-                .execute(conn)
-                .await
-                .db()
-        })
-    }
-    .await;
-    r.unwrap();
-    id
+    steward_store::testing::insert_tenant(db).await.unwrap()
 }
 
 fn principal(t: TenantId) -> Principal {

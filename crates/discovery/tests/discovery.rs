@@ -16,29 +16,12 @@ use steward_core::{
 };
 use steward_discovery::{Candidate, Discovery, IntegrationSettings, Task};
 use steward_registry::{NoActivity, Registry};
-use steward_store::schema::{agents, tenants};
+use steward_store::schema::agents;
 use steward_store::testing::TestDb;
-use steward_store::{db_test, with_conn, DbPool, DbResultExt, Id, Json, Ts};
+use steward_store::{db_test, with_conn, DbPool, DbResultExt, Id};
 
 async fn tenant(db: &DbPool) -> TenantId {
-    let id = TenantId::new();
-    let r: Result<usize, Error> = async {
-        with_conn!(db, conn => {
-            diesel::insert_into(tenants::table)
-                .values((
-                    tenants::id.eq(Id(id.0)),
-                    tenants::name.eq(format!("t-{id}")),
-                    tenants::settings.eq(Json(json!({}))),
-                    tenants::created_at.eq(Ts::from(steward_core::clock::now())),
-                ))
-                .execute(conn)
-                .await
-                .db()
-        })
-    }
-    .await;
-    r.unwrap();
-    id
+    steward_store::testing::insert_tenant(db).await.unwrap()
 }
 
 fn as_role(t: TenantId, role: Role) -> Principal {

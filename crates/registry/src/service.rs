@@ -362,6 +362,17 @@ impl Registry {
         Ok(sums)
     }
 
+    /// Recomputes the embedding with the agent's 20 most recent action names (best effort:
+    /// without them when the audit log cannot be read).
+    async fn reembed(&self, a: &mut AgentRecord, now: OffsetDateTime) {
+        let actions = self
+            .activity
+            .recent_actions(a.tenant_id.into_id(), a.agent_id(), 20)
+            .await
+            .unwrap_or_default();
+        self.embed(a, &actions, now).await;
+    }
+
     /// Computes embedding, predicted type and confidence into the record.
     async fn embed(&self, a: &mut AgentRecord, actions: &[String], now: OffsetDateTime) {
         let sums = match self.tenant_types(a.tenant_id.into_id()).await {
@@ -566,12 +577,7 @@ impl Registry {
         a.updated_at = Ts(now);
         if profile_changed {
             a.profile_changed_at = Ts(now);
-            let actions = self
-                .activity
-                .recent_actions(p.tenant, a.agent_id(), 20)
-                .await
-                .unwrap_or_default();
-            self.embed(&mut a, &actions, now).await;
+            self.reembed(&mut a, now).await;
         }
         self.save(&a).await?;
         if profile_changed {
@@ -621,12 +627,7 @@ impl Registry {
             .embedding_updated_at
             .is_none_or(|t| now - t.0 > EMBEDDING_MAX_AGE || t.0 < a.profile_changed_at.0);
         if stale {
-            let actions = self
-                .activity
-                .recent_actions(p.tenant, a.agent_id(), 20)
-                .await
-                .unwrap_or_default();
-            self.embed(&mut a, &actions, now).await;
+            self.reembed(&mut a, now).await;
         }
         self.save(&a).await?;
         if stale {
@@ -746,8 +747,7 @@ impl Registry {
         let before = previous(&a);
         let now = clock::now();
         a.risk_score = self.activity.recent_risk(tenant, agent, 20).await?;
-        let actions = self.activity.recent_actions(tenant, agent, 20).await?;
-        self.embed(&mut a, &actions, now).await;
+        self.reembed(&mut a, now).await;
         let id = a.id;
         with_conn!(&self.db, conn => {
             diesel::update(agents::table.filter(agents::id.eq(id)))

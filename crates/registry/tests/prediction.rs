@@ -5,34 +5,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use diesel::prelude::*;
-use diesel_async::RunQueryDsl;
 use serde_json::json;
 use steward_core::principal::CredentialKind;
 use steward_core::{Body, MemoryBus, Principal, Role, TenantId};
 use steward_registry::{NoActivity, Registry};
-use steward_store::schema::tenants;
-use steward_store::{db_test, with_conn, DbResultExt, Id, Json, Ts};
+use steward_store::db_test;
 
 db_test!(prediction_uses_the_tenants_agents, |db| {
-    let tenant = TenantId::new();
     let pool = &db.pool;
-    let r: Result<usize, steward_core::Error> = async {
-        with_conn!(pool, conn => {
-            diesel::insert_into(tenants::table)
-                .values((
-                    tenants::id.eq(Id(tenant.0)),
-                    tenants::name.eq("t"),
-                    tenants::settings.eq(Json(json!({}))),
-                    tenants::created_at.eq(Ts::from(steward_core::clock::now())),
-                ))
-                .execute(conn)
-                .await
-                .db()
-        })
-    }
-    .await;
-    r.unwrap();
+    let tenant: TenantId = steward_store::testing::insert_tenant(pool).await.unwrap();
     let registry = Registry::new(
         pool.clone(),
         Arc::new(MemoryBus::new()),

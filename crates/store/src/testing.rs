@@ -120,6 +120,30 @@ impl Drop for TestDb {
     }
 }
 
+/// Inserts a bare tenant row (for tests of tables that reference tenants).
+pub async fn insert_tenant(db: &DbPool) -> Result<steward_core::TenantId> {
+    use diesel::prelude::*;
+    use diesel_async::RunQueryDsl;
+
+    use crate::schema::tenants;
+    use crate::{DbResultExt, Id, Json, Ts};
+
+    let id = steward_core::TenantId::new();
+    crate::with_conn!(db, conn => {
+        diesel::insert_into(tenants::table)
+            .values((
+                tenants::id.eq(Id(id.0)),
+                tenants::name.eq(format!("t-{id}")),
+                tenants::settings.eq(Json(serde_json::json!({}))),
+                tenants::created_at.eq(Ts::from(steward_core::clock::now())),
+            ))
+            .execute(conn)
+            .await
+            .db()
+    })?;
+    Ok(id)
+}
+
 /// Drops a test schema (on a thread of its own: `Drop` may run inside an async runtime).
 pub fn drop_schema(base_url: String, schema: String) {
     let _ = std::thread::spawn(move || {

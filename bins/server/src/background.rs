@@ -19,6 +19,8 @@ pub fn spawn_all(state: &AppState) {
     });
     actix_web::rt::spawn(state.registry.clone().run_sweeper());
     actix_web::rt::spawn(state.registry.clone().listen_for_changes());
+    actix_web::rt::spawn(state.registry.clone().listen_for_agent_changes());
+    actix_web::rt::spawn(state.identity.clone().listen_for_changes());
     actix_web::rt::spawn(
         state
             .audit
@@ -33,6 +35,9 @@ pub fn spawn_all(state: &AppState) {
     );
     actix_web::rt::spawn(state.discovery.clone().run_cluster_worker());
     actix_web::rt::spawn(state.policy.clone().listen_for_changes());
+    if let Some(opa) = &state.opa {
+        actix_web::rt::spawn(opa.clone().connect());
+    }
     let identity = state.identity.clone();
     actix_web::rt::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(3600));

@@ -8,7 +8,9 @@ use steward_audit::{AuditService, ChainHasher};
 use steward_core::{Cache, ErrorKind, EventBus, MemoryBus, MemoryCache};
 use steward_discovery::{Discovery, IntegrationSettings};
 use steward_identity::{Identity, IdentityConfig};
-use steward_policy::{PolicyConfig, PolicyService, RulesScorer};
+use steward_policy::{
+    EmbeddedEngine, OpaEngine, OpaSettings, PolicyConfig, PolicyService, RulesScorer,
+};
 use steward_registry::Registry;
 
 use crate::wiring::{AuditActivity, DefaultPolicies, MeasuredRules, RefreshAgent, RegistryAgents};
@@ -30,6 +32,8 @@ pub struct AppState {
     pub registry: Registry,
     pub discovery: Discovery,
     pub policy: PolicyService,
+    /// The remote policy engine when `OPA_URL` is set (`policy` evaluates through it).
+    pub opa: Option<Arc<OpaEngine>>,
 }
 
 /// How long one readiness check may take.
@@ -144,17 +148,31 @@ impl AppState {
             },
         );
         // Until the anomaly detector lands, risk is scored by the contract's rule heuristics.
-        let policy = PolicyService::new(
+        let policy_config = PolicyConfig {
+            hitl_risk_threshold: settings.hitl_risk_threshold,
+            ..PolicyConfig::default()
+        };
+        let mut policy = PolicyService::new(
             db.clone(),
             bus.clone(),
             Arc::new(audit.clone()),
             Arc::new(RegistryAgents(registry.clone())),
             Arc::new(MeasuredRules(RulesScorer::new(settings.anomaly.threshold))),
-            PolicyConfig {
-                hitl_risk_threshold: settings.hitl_risk_threshold,
-                ..PolicyConfig::default()
-            },
+            policy_config.clone(),
         );
+        let opa = match &settings.opa_url {
+            Some(url) => {
+                let embedded = Arc::new(EmbeddedEngine::new(db.clone(), policy_config.engine));
+                let opa = Arc::new(OpaEngine::new(
+                    db.clone(),
+                    embedded,
+                    OpaSettings::new(url.clone()),
+                )?);
+                policy = policy.with_engine(opa.clone());
+                Some(opa)
+            }
+            None => None,
+        };
         let sso_providers = settings
             .sso
             .providers
@@ -185,6 +203,7 @@ impl AppState {
             registry,
             discovery,
             policy,
+            opa,
         })
     }
 }

@@ -83,7 +83,7 @@ pub struct RegistryAgents(pub Registry);
 #[async_trait]
 impl AgentLookup for RegistryAgents {
     async fn find(&self, tenant: TenantId, agent: AgentId) -> Result<Option<AgentInfo>> {
-        Ok(self.0.find(tenant, agent).await?.map(|a| AgentInfo {
+        Ok(self.0.find_cached(tenant, agent).await?.map(|a| AgentInfo {
             id: a.agent_id(),
             name: a.name.clone(),
             agent_type: a.agent_type.clone(),

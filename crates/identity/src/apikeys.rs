@@ -122,6 +122,7 @@ impl Identity {
         if changed == 0 {
             return Err(Error::not_found(format!("API key {key_id} was not found")));
         }
+        self.credentials_changed().await;
         self.record(
             p.tenant,
             Some(user),

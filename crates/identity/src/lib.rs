@@ -5,6 +5,7 @@ pub mod apikeys;
 pub mod bootstrap;
 pub mod keys;
 pub mod password;
+mod resolved;
 pub mod rows;
 pub mod service;
 pub mod tenants;
@@ -13,4 +14,5 @@ pub mod users;
 pub mod views;
 
 pub use bootstrap::{bootstrap, BootstrapOutcome};
+pub use resolved::CREDENTIAL_CHANGES_CHANNEL;
 pub use service::{Identity, IdentityConfig, NoProvisioning, PlatformCaller, TenantProvisioner};

@@ -20,6 +20,7 @@ use time::OffsetDateTime;
 
 use crate::keys::{hash_key, secrets_equal, well_formed, RawKey};
 use crate::password::{hash_password, verify_password_async};
+use crate::resolved::{Resolved, ResolvedKeys, CREDENTIAL_CHANGES_CHANNEL};
 use crate::rows::{ApiKeyRow, UserRow};
 use crate::tokens::{Claims, TokenKeys};
 use crate::views::{LoginResponse, LoginUser};
@@ -79,6 +80,8 @@ pub struct Identity {
     pub(crate) config: IdentityConfig,
     /// A hash verified when the e-mail is unknown, so that both answers take as long.
     dummy_hash: Arc<String>,
+    /// API keys resolved recently (see `resolved`).
+    resolved: Arc<ResolvedKeys>,
 }
 
 /// Last-use times are written at most this often per key.
@@ -112,7 +115,48 @@ impl Identity {
             keys,
             config,
             dummy_hash,
+            resolved: Arc::default(),
         })
+    }
+
+    /// A credential changed (key revoked, session ended, user blocked, re-roled or deleted):
+    /// forgets this instance's resolved keys before the change is answered, and tells the
+    /// other instances to do the same.
+    pub(crate) async fn credentials_changed(&self) {
+        self.resolved.clear();
+        let origin = steward_store::schedule::instance_id();
+        if let Err(e) = self
+            .bus
+            .publish(CREDENTIAL_CHANGES_CHANNEL, origin.as_bytes())
+            .await
+        {
+            tracing::warn!(error = %e, "credential change notice not published; other instances forget resolved keys within their TTL");
+        }
+    }
+
+    /// Forgets resolved keys on other instances' credential change notices; runs until the
+    /// task is aborted. Spawn it once per instance.
+    pub async fn listen_for_changes(self) {
+        loop {
+            match self.bus.subscribe(CREDENTIAL_CHANGES_CHANNEL).await {
+                Ok(mut rx) => {
+                    // Notices may have been missed while not subscribed.
+                    self.resolved.clear();
+                    loop {
+                        match rx.recv().await {
+                            Ok(_) => self.resolved.clear(),
+                            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                                self.resolved.clear()
+                            }
+                            Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot subscribe to credential changes"),
+            }
+            self.resolved.clear();
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        }
     }
 
     /// Writes the audit entry of an identity operation and publishes it as an event.
@@ -156,6 +200,17 @@ impl Identity {
             return Err(invalid());
         }
         let hash = hash_key(raw);
+        let now = clock::now();
+        if let Some(hit) = self.resolved.get(&hash, now) {
+            if hit
+                .last_used_at
+                .is_none_or(|t| now - t > LAST_USED_RESOLUTION)
+            {
+                self.resolved.used(&hash, now);
+                self.touch_key(hit.key_id, now);
+            }
+            return Ok(hit.principal);
+        }
         type KeyJoin = (ApiKeyRow, Option<String>, Option<bool>, Option<Id>);
         let found: Option<KeyJoin> = with_conn!(&self.db, conn => {
             api_keys::table
@@ -175,7 +230,6 @@ impl Identity {
         let Some((key, user_role, user_active, user_tenant)) = found else {
             return Err(invalid());
         };
-        let now = clock::now();
         if key.revoked_at.is_some() || key.expires_at.is_some_and(|e| e.0 <= now) {
             return Err(invalid());
         }
@@ -212,12 +266,20 @@ impl Identity {
             }
             _ => return Err(invalid()),
         };
-        if key
-            .last_used_at
-            .is_none_or(|t| now - t.0 > LAST_USED_RESOLUTION)
-        {
+        let mut last_used = key.last_used_at.map(|t| t.0);
+        if last_used.is_none_or(|t| now - t > LAST_USED_RESOLUTION) {
             self.touch_key(key.id, now);
+            last_used = Some(now);
         }
+        self.resolved.insert(
+            hash,
+            Resolved::new(
+                principal.clone(),
+                key.id,
+                key.expires_at.map(|e| e.0),
+                last_used,
+            ),
+        );
         Ok(principal)
     }
 
@@ -428,6 +490,7 @@ impl Identity {
             .await
             .db()
         })?;
+        self.credentials_changed().await;
         self.record(
             p.tenant,
             Some(user),

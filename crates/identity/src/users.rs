@@ -449,6 +449,7 @@ impl Identity {
                 .await
                 .db()
         })?;
+        self.credentials_changed().await;
         self.record(
             target.tenant,
             p.user,
@@ -482,6 +483,7 @@ impl Identity {
         with_conn!(&self.db, conn => {
             diesel::delete(users::table.filter(users::id.eq(row_id))).execute(conn).await.db()
         })?;
+        self.credentials_changed().await;
         self.record(
             target.tenant,
             p.user,
@@ -541,6 +543,7 @@ impl Identity {
                 .await
                 .db()
         })?;
+        self.credentials_changed().await;
         let action = if active {
             "user.unblocked"
         } else {

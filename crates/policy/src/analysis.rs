@@ -33,6 +33,57 @@ pub(crate) struct ModuleInfo {
     /// and no built-in outside `CHEAP_BUILTINS`. Such a module may run inline with a small
     /// instruction budget.
     pub cheap: bool,
+    /// Where the source names its own package (the declaration and every `data` reference
+    /// to it), so that `relocate` can move the module to another package.
+    pub edits: Vec<Edit>,
+}
+
+/// A place in the source that names the module's own package.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Edit {
+    /// Byte range of the package path (`steward.policies.x` in the declaration,
+    /// `data.steward.policies.x` in a reference).
+    pub start: usize,
+    pub end: usize,
+    pub kind: EditKind,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum EditKind {
+    /// The `package` declaration's path.
+    Declaration,
+    /// A `data` reference to the package (or below it).
+    Reference,
+    /// Text inserted at `start` (= `end`): the explicit alias of an import of the own
+    /// package without `as` (relocating changes its implicit alias, the last component).
+    Insert(String),
+}
+
+impl ModuleInfo {
+    /// The source moved to `package` (dotted, e.g. `steward.tenants.t_1.p_2`): the declaration
+    /// and every reference to the own package rewritten, nothing else changed. A module may
+    /// read nothing under `data` but its own package, so the result reads nothing else either.
+    pub fn relocate(&self, rego: &str, package: &str) -> Option<String> {
+        let mut edits = self.edits.clone();
+        edits.sort_by_key(|e| std::cmp::Reverse(e.start));
+        edits.dedup();
+        let mut out = rego.to_owned();
+        let mut last_start = usize::MAX;
+        for e in edits {
+            if e.end > last_start || !out.is_char_boundary(e.start) || !out.is_char_boundary(e.end)
+            {
+                return None;
+            }
+            let replacement = match &e.kind {
+                EditKind::Declaration => package.to_owned(),
+                EditKind::Reference => format!("data.{package}"),
+                EditKind::Insert(text) => text.clone(),
+            };
+            out.replace_range(e.start..e.end, &replacement);
+            last_start = e.start;
+        }
+        Some(out)
+    }
 }
 
 /// Built-ins whose cost is at most linear in their arguments.
@@ -128,6 +179,37 @@ fn static_ref(expr: &Expr) -> StaticRef<'_> {
     }
 }
 
+/// The span of the part of a reference chain that ends after `n` components past its root
+/// (`data.a.b` of `data.a.b.c[x]` for `n` = 2).
+fn prefix_span(expr: &Expr, n: usize) -> Option<Span> {
+    let mut chain = vec![expr];
+    let mut node = expr;
+    while let Expr::RefDot { refr, .. } | Expr::RefBrack { refr, .. } = node {
+        node = refr;
+        chain.push(node);
+    }
+    let idx = chain.len().checked_sub(1 + n)?;
+    chain.get(idx).map(|e| e.span().clone())
+}
+
+/// The error for a `data` reference outside the module's own package, at the reference's
+/// first character.
+fn out_of_reach(package: &[String], expr: &Expr) -> String {
+    let mut root = expr;
+    while let Expr::RefDot { refr, .. } | Expr::RefBrack { refr, .. } = root {
+        root = refr;
+    }
+    let span = expr.span();
+    at(
+        root.span(),
+        &format!(
+            "a policy may read only `input` and its own package (data.{}); `{}` is out of reach",
+            package.join("."),
+            span.text()
+        ),
+    )
+}
+
 /// The first component of a rule head (`deny` for `deny contains x`, `a` for `a.b := 1`).
 fn head_name(refr: &Expr) -> Option<String> {
     let r = static_ref(refr);
@@ -174,6 +256,7 @@ struct Walker<'m> {
     refs: BTreeSet<String>,
     errors: Vec<String>,
     cheap: bool,
+    edits: Vec<Edit>,
 }
 
 /// Where a resolved `data` path points, relative to this module.
@@ -229,8 +312,27 @@ impl<'m> Walker<'m> {
         }
     }
 
+    /// A `data` reference must stay within the module's own package; it is recorded for
+    /// relocation.
+    fn check_data(&mut self, expr: &Expr, r: &StaticRef<'_>) {
+        if r.root != Some("data") {
+            return;
+        }
+        let n = self.package.len();
+        let own = r.components.len() >= n && r.components[..n] == self.package[..];
+        match prefix_span(expr, n).filter(|_| own) {
+            Some(span) => self.edits.push(Edit {
+                start: span.start as usize,
+                end: span.end as usize,
+                kind: EditKind::Reference,
+            }),
+            None => self.errors.push(out_of_reach(self.package, expr)),
+        }
+    }
+
     fn reference(&mut self, expr: &Expr) {
         let r = static_ref(expr);
+        self.check_data(expr, &r);
         if let Some(t) = self.target_of(&r) {
             self.add(t);
         }
@@ -244,6 +346,7 @@ impl<'m> Walker<'m> {
 
     fn call(&mut self, fcn: &Expr, params: &[regorus::unstable::Ref<Expr>]) {
         let r = static_ref(fcn);
+        self.check_data(fcn, &r);
         let path = match r.root {
             Some(root) if r.dynamic.is_empty() && r.other_root.is_none() => {
                 let mut p = vec![root.to_owned()];
@@ -306,6 +409,8 @@ impl<'m> Walker<'m> {
                 }
             }
             for w in &stmt.with_mods {
+                let target = static_ref(&w.refr);
+                self.check_data(&w.refr, &target);
                 self.expr(&w.r#as);
             }
         }
@@ -440,6 +545,12 @@ pub(crate) fn analyze(module: &Module) -> Result<ModuleInfo, String> {
         .filter(|d| d.is_function)
         .map(|d| d.name.clone())
         .collect();
+    let package_span = module.package.refr.span();
+    let mut edits = vec![Edit {
+        start: package_span.start as usize,
+        end: package_span.end as usize,
+        kind: EditKind::Declaration,
+    }];
     let mut aliases = BTreeMap::new();
     for import in &module.imports {
         let r = static_ref(&import.refr);
@@ -451,7 +562,29 @@ pub(crate) fn analyze(module: &Module) -> Result<ModuleInfo, String> {
                     None => continue,
                 },
             };
+            let n = package.len();
+            let own = r.components.len() >= n && r.components[..n] == package[..];
+            match prefix_span(&import.refr, n).filter(|_| own) {
+                Some(span) => {
+                    edits.push(Edit {
+                        start: span.start as usize,
+                        end: span.end as usize,
+                        kind: EditKind::Reference,
+                    });
+                    if import.r#as.is_none() {
+                        let end = import.refr.span().end as usize;
+                        edits.push(Edit {
+                            start: end,
+                            end,
+                            kind: EditKind::Insert(format!(" as {alias}")),
+                        });
+                    }
+                }
+                None => return Err(out_of_reach(&package, &import.refr)),
+            }
             aliases.insert(alias, r.components);
+        } else if r.root == Some("data") {
+            return Err(out_of_reach(&package, &import.refr));
         }
     }
 
@@ -468,9 +601,11 @@ pub(crate) fn analyze(module: &Module) -> Result<ModuleInfo, String> {
             refs: BTreeSet::new(),
             errors: Vec::new(),
             cheap: true,
+            edits: Vec::new(),
         };
         w.rule(def.rule);
         errors.extend(w.errors);
+        edits.extend(w.edits);
         cheap &= w.cheap;
         graph.entry(def.name.clone()).or_default().extend(w.refs);
         first_span
@@ -500,6 +635,7 @@ pub(crate) fn analyze(module: &Module) -> Result<ModuleInfo, String> {
         package,
         defines,
         cheap,
+        edits,
     })
 }
 
@@ -674,9 +810,52 @@ mod tests {
         let src = format!(
             "{HEAD}f(n) := n + 1\ng(n) := f(n) * 2\nallow if g(1) == 4\n\
              deny contains msg if {{ some msg in input.x; msg != \"\" }}\n\
-             other := data.steward.policies.other.allow\n"
+             other := data.steward.policies.t.f(1)\n"
         );
         assert!(analyze_src(&src).is_ok());
+    }
+
+    #[test]
+    fn only_the_own_package_is_in_reach() {
+        for (src, at) in [
+            ("other := data.steward.policies.other.allow\n", "3:10"),
+            ("allow if count(data.steward.policies) > 0\n", "3:16"),
+            ("everything := data\n", "3:15"),
+            ("allow if data[input.x]\n", "3:10"),
+            ("import data.elsewhere\n", "3:8"),
+            ("allow if input.x with data.q as 1\n", "3:23"),
+            ("allow if data.steward.f(1)\n", "3:10"),
+        ] {
+            let e = err(&format!("{HEAD}{src}"));
+            assert!(e.contains("out of reach"), "{src}: {e}");
+            assert!(e.starts_with(&format!("policy.rego:{at}")), "{src}: {e}");
+        }
+    }
+
+    #[test]
+    fn relocation_moves_the_module_and_its_own_references() {
+        let src = format!(
+            "{HEAD}import data.steward.policies.t\nimport data.steward.policies.t as me\n\
+             import data.steward.policies.t.k as kk\n\
+             k := 2\nf(n) := n + 1\n\
+             allow if {{ data.steward.policies.t.f(1) == 2; kk == 2; \
+             data[\"steward\"].policies[\"t\"].k == 2; input.x == 1 }}\n\
+             other if {{ me.k == 2; t.k == 2 }}\n"
+        );
+        let info = analyze_src(&src).unwrap();
+        let moved = info.relocate(&src, "steward.tenants.t_1.p_2").unwrap();
+        assert!(!moved.contains("steward.policies"), "{moved}");
+        assert!(
+            moved.contains("import data.steward.tenants.t_1.p_2 as t\n"),
+            "{moved}"
+        );
+        let mut engine = regorus::Engine::new();
+        engine.add_policy("m.rego".into(), moved.clone()).unwrap();
+        engine.set_input(regorus::Value::from(serde_json::json!({"x": 1})));
+        let v = engine
+            .eval_rule("data.steward.tenants.t_1.p_2.allow".into())
+            .unwrap();
+        assert_eq!(v, regorus::Value::from(true), "{moved}");
     }
 
     #[test]
@@ -686,7 +865,8 @@ mod tests {
             e.contains("unknown function `foo`") && e.starts_with("policy.rego:3:10"),
             "{e}"
         );
-        assert!(err(&format!("{HEAD}allow if data.x.f(1)\n")).contains("unknown function"));
+        // Outside the own package, functions are out of reach before being unknown.
+        assert!(err(&format!("{HEAD}allow if data.x.f(1)\n")).contains("out of reach"));
         assert!(err(&format!("{HEAD}allow if strings.nope(\"a\")\n")).contains("strings.nope"));
         let ok = format!(
             "{HEAD}f(x) := x\nallow if {{ f(1) == 1; count([1]) == 1; startswith(\"ab\", \"a\"); \

@@ -43,8 +43,22 @@ pub trait PolicyEngine: Send + Sync + 'static {
     /// Forgets everything (a change notice may have been missed).
     fn invalidate_all(&self);
 
+    /// The tenant's policies were saved on this instance (`removed`: policies deleted or
+    /// deactivated). Called after the database write; a remote engine loads the tenant's
+    /// modules now. The default forgets the tenant's compiled set.
+    async fn saved(&self, tenant: TenantId, removed: &[PolicyId]) {
+        let _ = removed;
+        self.invalidate(tenant);
+    }
+
     /// `embedded` or, for a remote engine, its kind.
     fn kind(&self) -> &'static str;
+
+    /// False while a remote engine cannot be used (checks are then answered by the embedded
+    /// engine). The embedded engine is always online.
+    fn online(&self) -> bool {
+        true
+    }
 }
 
 /// Settings of the embedded engine.
@@ -87,6 +101,8 @@ const INLINE_PASS: Duration = Duration::from_millis(3);
 struct Entry {
     policy_id: PolicyId,
     name: String,
+    /// The module's source as stored.
+    source: String,
     /// The compiled module, or why it does not compile any more.
     module: std::result::Result<CompiledModule, String>,
 }
@@ -94,6 +110,8 @@ struct Entry {
 /// A tenant's active policies, compiled, in evaluation order. Evaluates with `&self`.
 pub struct CompiledSet {
     entries: Vec<Entry>,
+    /// Identifies the sources (ids, names, modules, order): equal digests, equal sets.
+    digest: String,
 }
 
 /// A policy to compile into a set.
@@ -108,6 +126,15 @@ impl CompiledSet {
     /// Compiles the policies (already in evaluation order). A module that does not compile
     /// stays in the set and fails every evaluation (the check denies rather than skipping it).
     pub fn compile(sources: Vec<PolicySource>, limits: EvalLimits, evaluator: Evaluator) -> Self {
+        use sha2::{Digest, Sha256};
+        let mut hasher = Sha256::new();
+        for s in &sources {
+            for part in [s.policy_id.to_string().as_str(), &s.name, &s.rego] {
+                hasher.update((part.len() as u64).to_le_bytes());
+                hasher.update(part.as_bytes());
+            }
+        }
+        let digest = hex::encode(&hasher.finalize()[..16]);
         let entries = sources
             .into_iter()
             .map(|s| {
@@ -118,11 +145,42 @@ impl CompiledSet {
                 Entry {
                     policy_id: s.policy_id,
                     name: s.name,
+                    source: s.rego,
                     module,
                 }
             })
             .collect();
-        CompiledSet { entries }
+        CompiledSet { entries, digest }
+    }
+
+    /// Identifies the set's sources.
+    pub fn digest(&self) -> &str {
+        &self.digest
+    }
+
+    /// The policies in evaluation order: id, and the compiled module with its source (or why
+    /// it does not compile).
+    pub(crate) fn modules(
+        &self,
+    ) -> impl Iterator<Item = (PolicyId, std::result::Result<(&CompiledModule, &str), &str>)> {
+        self.entries.iter().map(|e| {
+            (
+                e.policy_id,
+                match &e.module {
+                    Ok(m) => Ok((m, e.source.as_str())),
+                    Err(err) => Err(err.as_str()),
+                },
+            )
+        })
+    }
+
+    /// The outcomes of the set from verdicts given in evaluation order.
+    pub(crate) fn outcomes(&self, verdicts: Vec<Verdict>) -> Vec<PolicyOutcome> {
+        verdicts
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, v)| self.outcome(i, v))
+            .collect()
     }
 
     pub fn len(&self) -> usize {

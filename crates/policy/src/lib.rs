@@ -12,6 +12,7 @@ mod analysis;
 pub mod decision;
 pub mod engine;
 pub mod module;
+pub mod opa;
 pub mod risk;
 pub mod service;
 pub mod templates;
@@ -23,6 +24,7 @@ pub use decision::{
 };
 pub use engine::{CompiledSet, EmbeddedEngine, EngineSettings, PolicyEngine, PolicySource};
 pub use module::{validate_module, CompiledModule, EvalLimits, Evaluator, ModuleResult};
+pub use opa::{OpaEngine, OpaSettings, OpaStats};
 pub use risk::{
     risk_level, rules_score, ReasonFn, RiskAssessment, RiskEvent, RiskScorer, RulesScorer,
 };

@@ -176,7 +176,7 @@ fn precheck(rego: &str) -> std::result::Result<(), String> {
 }
 
 /// Rego source of a `data` path, every component in brackets.
-fn data_path(components: &[String]) -> String {
+pub(crate) fn data_path(components: &[String]) -> String {
     let mut out = String::from("data");
     for c in components {
         out.push('[');
@@ -188,7 +188,16 @@ fn data_path(components: &[String]) -> String {
 
 /// The generated module collecting the decision documents of `info`'s package.
 fn decision_module(info: &ModuleInfo) -> String {
-    let base = data_path(&info.package);
+    format!(
+        "package steward.eval\n\nimport rego.v1\n\ndecision := {}\n",
+        decision_object(info, &data_path(&info.package), &[])
+    )
+}
+
+/// A Rego object collecting the four decision documents of the module found at `base` (a
+/// `data` path in Rego syntax): `[x | x := base.allow]` is `[]` when `allow` is undefined.
+/// `extra`: further fields (`\t"name": value,` lines).
+pub(crate) fn decision_object(info: &ModuleInfo, base: &str, extra: &[String]) -> String {
     let mut fields = Vec::new();
     for name in crate::analysis::OUTPUTS {
         if info.defines.contains(name) {
@@ -197,10 +206,8 @@ fn decision_module(info: &ModuleInfo) -> String {
             fields.push(format!("\t\"{name}\": [],"));
         }
     }
-    format!(
-        "package steward.eval\n\nimport rego.v1\n\ndecision := {{\n{}\n}}\n",
-        fields.join("\n")
-    )
+    fields.extend(extra.iter().cloned());
+    format!("{{\n{}\n}}", fields.join("\n"))
 }
 
 fn invalid(message: String) -> Error {
@@ -314,6 +321,11 @@ impl CompiledModule {
         self.uses_vm() && self.info.cheap
     }
 
+    /// What the analysis learned about the module.
+    pub(crate) fn info(&self) -> &ModuleInfo {
+        &self.info
+    }
+
     /// The declared package, e.g. `steward.policies.gdpr`.
     pub fn package(&self) -> String {
         self.info.package.join(".")
@@ -395,7 +407,7 @@ fn message(v: &Value) -> String {
 const SEVERITIES: [&str; 4] = ["low", "medium", "high", "critical"];
 
 /// Reads the four documents out of the `decision` object.
-fn decode(decision: &Value) -> ModuleResult {
+pub(crate) fn decode(decision: &Value) -> ModuleResult {
     let allow = matches!(defined(decision, "allow"), Some(Value::Bool(true)));
     let require_approval = matches!(
         defined(decision, "require_approval"),

@@ -370,7 +370,7 @@ impl PolicyService {
             diesel::insert_into(policies::table).values(&row).execute(conn).await.db()
         })
         .map_err(duplicate_name(&row.name))?;
-        self.policies_changed(p.tenant).await;
+        self.policies_changed(p.tenant, &[]).await;
         let id: PolicyId = row.id.into_id();
         self.record(
             p.tenant,
@@ -452,7 +452,12 @@ impl PolicyService {
             .db()
         })
         .map_err(duplicate_name(&name))?;
-        self.policies_changed(p.tenant).await;
+        let removed = if changes.is_active == Some(false) {
+            vec![id]
+        } else {
+            Vec::new()
+        };
+        self.policies_changed(p.tenant, &removed).await;
         self.record(
             p.tenant,
             p.user,
@@ -484,7 +489,7 @@ impl PolicyService {
         if deleted == 0 {
             return Err(Error::not_found(format!("policy {id} was not found")));
         }
-        self.policies_changed(p.tenant).await;
+        self.policies_changed(p.tenant, &[id]).await;
         self.record(
             p.tenant,
             p.user,
@@ -536,7 +541,7 @@ impl PolicyService {
             .await
             .db()
         })?;
-        self.policies_changed(tenant).await;
+        self.policies_changed(tenant, &[]).await;
         Ok(())
     }
 
@@ -547,9 +552,11 @@ impl PolicyService {
         self.engine.invalidate(tenant);
     }
 
-    /// Invalidates locally (so the next check sees the change) and tells the other instances.
-    pub async fn policies_changed(&self, tenant: TenantId) {
-        self.engine.invalidate(tenant);
+    /// Invalidates locally (so the next check sees the change; a remote engine loads the
+    /// tenant's modules) and tells the other instances. `removed`: policies deleted or
+    /// deactivated by the change.
+    pub async fn policies_changed(&self, tenant: TenantId, removed: &[PolicyId]) {
+        self.engine.saved(tenant, removed).await;
         if let Err(e) = self
             .bus
             .publish(POLICY_CHANGES_CHANNEL, tenant.to_string().as_bytes())

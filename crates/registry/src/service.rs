@@ -26,6 +26,27 @@ use crate::index::{SearchIndex, TenantIndex};
 /// Bus channel of "a tenant's agents changed" notices (search index invalidation).
 pub const CHANGES_CHANNEL: &str = "registry-changes";
 
+/// The bus channel of "an agent as the policy check sees it changed" notices:
+/// `<tenant> <agent> <origin instance>`, or `* <origin instance>` for every agent.
+pub const AGENT_CHANGES_CHANNEL: &str = "agent-changes";
+
+/// Longest time a looked-up agent is served from memory without reading it again (bounds
+/// staleness should a change notice be lost).
+pub const AGENT_CACHE_TTL: Duration = Duration::from_secs(10);
+
+/// Agents kept in memory at most; beyond it the cache is cleared and refills.
+const AGENT_CACHE_MAX: usize = 200_000;
+
+/// Agents recently looked up by the policy check, with when they were read.
+#[derive(Default)]
+struct AgentCache {
+    map: std::sync::RwLock<
+        std::collections::HashMap<(TenantId, AgentId), (AgentRecord, std::time::Instant)>,
+    >,
+    /// Bumped by every invalidation, so that a read that raced with a change is not kept.
+    epoch: std::sync::atomic::AtomicU64,
+}
+
 /// An embedding is refreshed on heartbeat when older than this.
 const EMBEDDING_MAX_AGE: time::Duration = time::Duration::hours(1);
 const STATUSES: [&str; 4] = ["active", "inactive", "error", "suspended"];
@@ -219,6 +240,8 @@ pub struct Registry {
     /// Per tenant, the embedding sums of its agents by declared type (the labelled examples
     /// of type prediction), loaded on first use and kept current like the search index.
     type_sums: Arc<std::sync::RwLock<std::collections::HashMap<TenantId, TypeSums>>>,
+    /// Agents as the policy check reads them (`find_cached`).
+    cached: Arc<AgentCache>,
 }
 
 /// An agent's type and stored embedding before a change.
@@ -244,6 +267,7 @@ impl Registry {
             index: SearchIndex::default(),
             loading: Arc::default(),
             type_sums: Arc::default(),
+            cached: Arc::default(),
         }
     }
 
@@ -404,6 +428,91 @@ impl Registry {
         a.type_confidence = prediction.map(|(_, c)| c);
         a.embedding = Some(e.to_bytes());
         a.embedding_updated_at = Some(Ts(now));
+    }
+
+    /// An agent of a tenant as the policy check needs it, from memory when read less than
+    /// `AGENT_CACHE_TTL` ago and not changed since (changes on any instance drop it).
+    pub async fn find_cached(&self, tenant: TenantId, id: AgentId) -> Result<Option<AgentRecord>> {
+        use std::sync::atomic::Ordering;
+        {
+            let map = self.cached.map.read().unwrap_or_else(|e| e.into_inner());
+            if let Some((a, at)) = map.get(&(tenant, id)) {
+                if at.elapsed() < AGENT_CACHE_TTL {
+                    return Ok(Some(a.clone()));
+                }
+            }
+        }
+        let epoch = std::sync::atomic::AtomicU64::load(&self.cached.epoch, Ordering::Acquire);
+        let found = self.find(tenant, id).await?;
+        if let Some(a) = &found {
+            let mut map = self.cached.map.write().unwrap_or_else(|e| e.into_inner());
+            if std::sync::atomic::AtomicU64::load(&self.cached.epoch, Ordering::Acquire) == epoch {
+                if map.len() >= AGENT_CACHE_MAX {
+                    map.clear();
+                }
+                map.insert((tenant, id), (a.clone(), std::time::Instant::now()));
+            }
+        }
+        Ok(found)
+    }
+
+    fn drop_cached(&self, which: Option<(TenantId, AgentId)>) {
+        let mut map = self.cached.map.write().unwrap_or_else(|e| e.into_inner());
+        self.cached
+            .epoch
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        match which {
+            Some(key) => {
+                map.remove(&key);
+            }
+            None => map.clear(),
+        }
+    }
+
+    /// An agent's name, type, capabilities, permissions or status changed (or every agent's,
+    /// for `None`): forgets it here at once and tells the other instances.
+    fn agent_changed(&self, which: Option<(TenantId, AgentId)>) {
+        self.drop_cached(which);
+        let origin = steward_store::schedule::instance_id();
+        let payload = match which {
+            Some((t, a)) => format!("{t} {a} {origin}"),
+            None => format!("* {origin}"),
+        };
+        let bus = self.bus.clone();
+        tokio::spawn(async move {
+            let _ = bus.publish(AGENT_CHANGES_CHANNEL, payload.as_bytes()).await;
+        });
+    }
+
+    /// Drops cached agents on other instances' notices; runs until the task is aborted.
+    pub async fn listen_for_agent_changes(self) {
+        loop {
+            match self.bus.subscribe(AGENT_CHANGES_CHANNEL).await {
+                Ok(mut rx) => {
+                    self.drop_cached(None);
+                    loop {
+                        match rx.recv().await {
+                            Ok(msg) => {
+                                let text = String::from_utf8_lossy(&msg);
+                                let parts: Vec<&str> = text.split(' ').collect();
+                                let which = match parts.as_slice() {
+                                    [t, a, _] => t.parse().ok().zip(a.parse().ok()),
+                                    _ => None,
+                                };
+                                self.drop_cached(which);
+                            }
+                            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                                self.drop_cached(None)
+                            }
+                            Err(_) => break,
+                        }
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot subscribe to agent changes"),
+            }
+            self.drop_cached(None);
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
     }
 
     /// Loads one agent of a tenant (404 when absent or another tenant's).
@@ -580,6 +689,7 @@ impl Registry {
             self.reembed(&mut a, now).await;
         }
         self.save(&a).await?;
+        self.agent_changed(Some((p.tenant, a.agent_id())));
         if profile_changed {
             self.changed(p.tenant, &a, false, before);
         }
@@ -595,6 +705,7 @@ impl Registry {
         with_conn!(&self.db, conn => {
             diesel::delete(agents::table.filter(agents::id.eq(row))).execute(conn).await.db()
         })?;
+        self.agent_changed(Some((p.tenant, a.agent_id())));
         self.changed(p.tenant, &a, true, None);
         self.event("agent.deleted", p.tenant, &a);
         Ok(())
@@ -619,6 +730,7 @@ impl Registry {
             ));
         }
         let now = clock::now();
+        let status_changed = a.status != status;
         a.status = status;
         a.last_heartbeat = Some(Ts(now));
         a.active_since = Ts(now);
@@ -630,6 +742,9 @@ impl Registry {
             self.reembed(&mut a, now).await;
         }
         self.save(&a).await?;
+        if status_changed {
+            self.agent_changed(Some((p.tenant, a.agent_id())));
+        }
         if stale {
             self.changed(p.tenant, &a, false, before);
         }
@@ -644,6 +759,7 @@ impl Registry {
             a.status = "suspended".into();
             a.updated_at = Ts(clock::now());
             self.save(&a).await?;
+            self.agent_changed(Some((p.tenant, a.agent_id())));
             self.event("agent.suspended", p.tenant, &a);
         }
         Ok((&a).into())
@@ -664,6 +780,7 @@ impl Registry {
         a.active_since = Ts(now);
         a.updated_at = Ts(now);
         self.save(&a).await?;
+        self.agent_changed(Some((p.tenant, a.agent_id())));
         self.event("agent.resumed", p.tenant, &a);
         Ok((&a).into())
     }
@@ -782,6 +899,11 @@ impl Registry {
             .execute(conn)
             .await
             .db()
+        })
+        .inspect(|n| {
+            if *n > 0 {
+                self.agent_changed(None);
+            }
         })
     }
 

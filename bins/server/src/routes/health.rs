@@ -82,8 +82,8 @@ pub async fn checks(state: &AppState) -> Checks {
     Checks {
         database,
         cache,
-        // The embedded engine is always available; the remote engine arrives with the policy crate.
-        policy_engine: true,
+        // The embedded engine is always online; OPA (`OPA_URL`) when it answers.
+        policy_engine: state.policy.engine().online(),
     }
 }
 

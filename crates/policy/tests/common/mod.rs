@@ -1,6 +1,8 @@
 //! Test support: a policy service over a test database with in-memory collaborators.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod table;
+
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;

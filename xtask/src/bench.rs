@@ -1,5 +1,5 @@
 //! `cargo xtask bench <scenario>`: load over HTTP against a running server, with latency
-//! percentiles. Scenarios: `login`, `audit`, `heartbeat`, `search`.
+//! percentiles. Scenarios: `login`, `audit`, `heartbeat`, `search`, `check`.
 //!
 //! The server is started separately (see docs/benchmarks.md); this tool only needs its URL
 //! and admin key. A small keep-alive HTTP/1.1 client is used so that the generator itself
@@ -290,7 +290,8 @@ pub async fn run(scenario: &str, o: Options) -> Result<()> {
         "audit" => audit(o).await,
         "heartbeat" => heartbeat(o).await,
         "search" => search(o).await,
-        other => bail!("unknown scenario {other}: login, audit, heartbeat, search"),
+        "check" => check(o).await,
+        other => bail!("unknown scenario {other}: login, audit, heartbeat, search, check"),
     }
 }
 
@@ -418,6 +419,113 @@ async fn heartbeat(o: Options) -> Result<()> {
         e,
     );
     Ok(())
+}
+
+/// Policy checks with varied inputs (rows of the contract's decision table, resources
+/// numbered per request, so no two consecutive requests of a client are alike) against a
+/// tenant with the three default policies plus one from the `hitl` template, over `--agents`
+/// registered agents.
+async fn check(o: Options) -> Result<()> {
+    let key = tenant(&o).await?;
+    {
+        let mut c = Conn::open(&o.addr).await?;
+        let (st, body) = c
+            .call(
+                "POST",
+                "/api/v1/policies",
+                &[("X-API-Key", &key)],
+                Some(&json!({"name": "hitl", "template": "hitl"})),
+            )
+            .await?;
+        if st != 201 {
+            bail!("creating the hitl policy answered {st}: {body}");
+        }
+    }
+    let agents = Arc::new(register_agents(&o, &key, o.agents.clamp(1, 1000)).await?);
+    let cases: Arc<Vec<(&str, &str, Value)>> = Arc::new(vec![
+        ("read_data", "crm/contacts", json!({})),
+        (
+            "read_data",
+            "crm/contacts",
+            json!({"personal_data": true, "consent": true, "purpose": "support"}),
+        ),
+        (
+            "read_data",
+            "crm/contacts",
+            json!({"personal_data": true, "purpose": "support"}),
+        ),
+        ("read_phi", "ehr/patients", json!({"purpose": "treatment"})),
+        ("read_phi", "ehr/patients", json!({"purpose": "marketing"})),
+        (
+            "read_data",
+            "ehr/patients",
+            json!({"phi": true, "authorization": true}),
+        ),
+        (
+            "export_phi",
+            "ehr/exports",
+            json!({"purpose": "treatment", "encrypted": true}),
+        ),
+        (
+            "export_phi",
+            "ehr/exports",
+            json!({"purpose": "treatment", "encrypted": true, "approved": true}),
+        ),
+        (
+            "read_data",
+            "ru/citizens",
+            json!({"personal_data": true, "consent": true, "purpose": "support", "data_subject_country": "RU", "storage_location": "RU"}),
+        ),
+        ("write_data", "crm/notes", json!({"note": "called back"})),
+        ("delete_data", "crm/contacts", json!({})),
+        (
+            "send_email",
+            "mail/outbox",
+            json!({"to": "someone@example.com"}),
+        ),
+    ]);
+    let conns = pool(&o.addr, o.clients);
+    let addr = o.addr.clone();
+    let (s, e, errors) = drive(&o, o.clients, move |client, i| {
+        let (conns, addr, key, agents, cases) = (
+            conns.clone(),
+            addr.clone(),
+            key.clone(),
+            agents.clone(),
+            cases.clone(),
+        );
+        async move {
+            let (action, resource, context) = &cases[(client * 5 + i as usize) % cases.len()];
+            let agent = &agents[(client * 31 + i as usize * 7) % agents.len()];
+            let body = json!({"agent_id": agent, "action": action,
+                              "resource": format!("{resource}/{i}"), "context": context});
+            let mut g = with_conn(&conns[client], &addr).await?;
+            let c = g.as_mut().ok_or_else(|| anyhow!("no connection"))?;
+            let (st, _) = c
+                .call(
+                    "POST",
+                    "/api/v1/policies/check",
+                    &[("X-API-Key", &key)],
+                    Some(&body),
+                )
+                .await?;
+            Ok(st == 200)
+        }
+    })
+    .await?;
+    s.report(
+        &format!(
+            "policy check ({} clients, {} agents, {errors} errors)",
+            o.clients,
+            agents_len(&o)
+        ),
+        e,
+    );
+    Ok(())
+}
+
+fn agents_len(o: &Options) -> usize {
+    o.agents.clamp(1, 1000)
 }
 
 /// `GET /agents/search` over `--agents` agents of one tenant.

@@ -13,7 +13,9 @@ use steward_policy::{
 };
 use steward_registry::Registry;
 
-use crate::wiring::{AuditActivity, DefaultPolicies, MeasuredRules, RefreshAgent, RegistryAgents};
+use crate::wiring::{
+    AuditActivity, DefaultPolicies, MeasuredRules, RefreshAgent, RegistryAgents, RegistryDirectory,
+};
 use steward_store::redis::{RedisBus, RedisCache, RedisHandle};
 use steward_store::{DbPool, DbSettings};
 
@@ -137,7 +139,9 @@ impl AppState {
             Arc::new(AuditActivity(audit.clone())),
             Duration::from_secs(settings.agent_inactivity_seconds),
         );
-        let audit = audit.with_hook(Arc::new(RefreshAgent::new(registry.clone())));
+        let audit = audit
+            .with_hook(Arc::new(RefreshAgent::new(registry.clone())))
+            .with_agents(Arc::new(RegistryDirectory(registry.clone())));
         let discovery = Discovery::new(
             db.clone(),
             bus.clone(),

@@ -94,6 +94,24 @@ impl AgentLookup for RegistryAgents {
     }
 }
 
+/// `POST /audit/log` looks the reporting agent up in the registry's in-memory view.
+pub struct RegistryDirectory(pub Registry);
+
+#[async_trait]
+impl steward_audit::AgentDirectory for RegistryDirectory {
+    async fn status_and_name(
+        &self,
+        tenant: TenantId,
+        agent: AgentId,
+    ) -> Result<Option<(String, String)>> {
+        Ok(self
+            .0
+            .find_cached(tenant, agent)
+            .await?
+            .map(|a| (a.status, a.name)))
+    }
+}
+
 /// A new tenant receives the default policies.
 pub struct DefaultPolicies(pub PolicyService);
 

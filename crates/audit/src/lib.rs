@@ -4,9 +4,10 @@
 pub mod chain;
 pub mod export;
 pub mod service;
+mod writer;
 
 pub use chain::{canonical_bytes, ChainHasher, GENESIS_HASH};
 pub use service::{
-    check_entry, verify_entries, AfterWrite, AuditEntry, AuditService, Verification,
-    RESERVED_PREFIXES,
+    check_entry, verify_entries, AfterWrite, AgentDirectory, AuditEntry, AuditService,
+    Verification, RESERVED_PREFIXES,
 };

@@ -18,7 +18,8 @@ use steward_core::{
 use steward_store::schema::{agents, audit_entries, audit_heads};
 use steward_store::{with_conn, DbPool, DbResultExt, Id, Json, Ts};
 
-use crate::chain::{canonical_bytes, ChainHasher, SignedFields, GENESIS_HASH};
+use crate::chain::{canonical_bytes, ChainHasher, SignedFields};
+use crate::writer::Writer;
 
 /// An audit entry as the API emits it (contract 14.1).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -45,22 +46,22 @@ pub struct AuditEntry {
 #[derive(Queryable, Selectable, Insertable, Clone, Debug)]
 #[diesel(table_name = audit_entries)]
 pub(crate) struct EntryRow {
-    id: Id,
-    tenant_id: Id,
-    seq: i64,
-    agent_id: Option<Id>,
-    user_id: Option<Id>,
-    action: String,
-    resource: String,
-    input: Json,
-    output: Json,
-    reasoning: Json,
-    risk_score: f64,
-    is_approved: bool,
-    timestamp: Ts,
-    prev_hash: String,
-    hash: String,
-    signature: Option<String>,
+    pub(crate) id: Id,
+    pub(crate) tenant_id: Id,
+    pub(crate) seq: i64,
+    pub(crate) agent_id: Option<Id>,
+    pub(crate) user_id: Option<Id>,
+    pub(crate) action: String,
+    pub(crate) resource: String,
+    pub(crate) input: Json,
+    pub(crate) output: Json,
+    pub(crate) reasoning: Json,
+    pub(crate) risk_score: f64,
+    pub(crate) is_approved: bool,
+    pub(crate) timestamp: Ts,
+    pub(crate) prev_hash: String,
+    pub(crate) hash: String,
+    pub(crate) signature: Option<String>,
 }
 
 fn uuid_str(id: &Option<Id>) -> Option<String> {
@@ -74,7 +75,7 @@ impl EntryRow {
         v
     }
 
-    fn view(self) -> AuditEntry {
+    pub(crate) fn view(self) -> AuditEntry {
         AuditEntry {
             id: self.id.0.hyphenated().to_string(),
             seq: self.seq,
@@ -98,7 +99,7 @@ impl EntryRow {
 }
 
 impl AuditEntry {
-    fn signed_fields(&self) -> SignedFields<'_> {
+    pub(crate) fn signed_fields(&self) -> SignedFields<'_> {
         SignedFields {
             seq: self.seq,
             id: &self.id,
@@ -133,6 +134,19 @@ pub struct AuditService {
     bus: Arc<dyn EventBus>,
     hasher: ChainHasher,
     hook: Option<Arc<dyn AfterWrite>>,
+    writer: Writer,
+    agents: Option<Arc<dyn AgentDirectory>>,
+}
+
+/// Where `POST /audit/log` looks the reporting agent up: its status and name. The server wires
+/// the registry's in-memory view; without one the service reads the agents table.
+#[async_trait::async_trait]
+pub trait AgentDirectory: Send + Sync + 'static {
+    async fn status_and_name(
+        &self,
+        tenant: TenantId,
+        agent: AgentId,
+    ) -> Result<Option<(String, String)>>;
 }
 
 /// Told (best effort, off the request path) after an entry about an agent was written; the
@@ -152,15 +166,23 @@ const VERIFY_BATCH: i64 = 1000;
 impl AuditService {
     pub fn new(db: DbPool, bus: Arc<dyn EventBus>, hasher: ChainHasher) -> Self {
         Self {
+            writer: Writer::new(db.clone(), hasher.clone()),
             db,
             bus,
             hasher,
             hook: None,
+            agents: None,
         }
     }
 
     pub(crate) fn db(&self) -> &DbPool {
         &self.db
+    }
+
+    /// Sets the agent lookup of `POST /audit/log` (wired once the registry exists).
+    pub fn with_agents(mut self, agents: Arc<dyn AgentDirectory>) -> Self {
+        self.agents = Some(agents);
+        self
     }
 
     /// Sets the after-write hook (wired once the registry exists).
@@ -233,6 +255,9 @@ impl AuditService {
         tenant: TenantId,
         agent: AgentId,
     ) -> Result<Option<(String, String)>> {
+        if let Some(agents) = &self.agents {
+            return agents.status_and_name(tenant, agent).await;
+        }
         with_conn!(&self.db, conn => {
             agents::table
                 .filter(agents::tenant_id.eq(Id(tenant.0)))
@@ -319,83 +344,7 @@ impl AuditService {
                 "must be a finite number",
             ));
         }
-        let id = AuditId::new();
-        let now = clock::now();
-        let tenant = Id(record.tenant.0);
-        let hasher = &self.hasher;
-        let record = &record;
-        let row: EntryRow = with_conn!(&self.db, conn => {
-            conn.transaction::<_, diesel::result::Error, _>(|conn| {
-                async move {
-                    // The upsert is the transaction's first statement and a write: it takes the
-                    // tenant's head row lock (PostgreSQL) or the write lock (SQLite) at once.
-                    let (head_seq, head_hash): (i64, String) = diesel::insert_into(audit_heads::table)
-                        .values((
-                            audit_heads::tenant_id.eq(tenant),
-                            audit_heads::seq.eq(0i64),
-                            audit_heads::hash.eq(GENESIS_HASH),
-                        ))
-                        .on_conflict(audit_heads::tenant_id)
-                        .do_update()
-                        .set(audit_heads::seq.eq(audit_heads::seq))
-                        .returning((audit_heads::seq, audit_heads::hash))
-                        .get_result(conn)
-                        .await?;
-                    let mut view = AuditEntry {
-                        id: id.to_string(),
-                        seq: head_seq + 1,
-                        tenant_id: record.tenant.to_string(),
-                        agent_id: record.agent_id.map(|a| a.to_string()),
-                        agent_name: None,
-                        user_id: record.user_id.map(|u| u.to_string()),
-                        action: record.action.clone(),
-                        resource: record.resource.clone(),
-                        input: record.input.clone(),
-                        output: record.output.clone(),
-                        reasoning: json!(record.reasoning),
-                        risk_score: record.risk_score,
-                        is_approved: record.is_approved,
-                        timestamp: format_timestamp(now),
-                        prev_hash: head_hash,
-                        hash: String::new(),
-                        signature: None,
-                    };
-                    let canonical = canonical_bytes(&view.signed_fields());
-                    view.hash = ChainHasher::hash(&canonical);
-                    view.signature = hasher.sign(&canonical);
-                    let row = EntryRow {
-                        id: Id(id.0),
-                        tenant_id: tenant,
-                        seq: view.seq,
-                        agent_id: record.agent_id.map(|a| Id(a.0)),
-                        user_id: record.user_id.map(|u| Id(u.0)),
-                        action: view.action.clone(),
-                        resource: view.resource.clone(),
-                        input: Json(view.input.clone()),
-                        output: Json(view.output.clone()),
-                        reasoning: Json(view.reasoning.clone()),
-                        risk_score: view.risk_score,
-                        is_approved: view.is_approved,
-                        timestamp: Ts(now),
-                        prev_hash: view.prev_hash.clone(),
-                        hash: view.hash.clone(),
-                        signature: view.signature.clone(),
-                    };
-                    diesel::insert_into(audit_entries::table)
-                        .values(&row)
-                        .execute(conn)
-                        .await?;
-                    diesel::update(audit_heads::table.filter(audit_heads::tenant_id.eq(tenant)))
-                        .set((audit_heads::seq.eq(row.seq), audit_heads::hash.eq(&row.hash)))
-                        .execute(conn)
-                        .await?;
-                    Ok(row)
-                }
-                .scope_boxed()
-            })
-            .await
-            .db()
-        })?;
+        let row = self.writer.append(record.clone()).await?;
         let entry = row.view();
         if let (Some(hook), Some(agent)) = (&self.hook, record.agent_id) {
             let hook = hook.clone();

@@ -2,7 +2,9 @@
 //!
 //! `cargo bench -p steward-policy --bench decide` (a plain timing loop, no extra dependency).
 //! It measures the synchronous path (compiled set + aggregation + rules scoring on one thread)
-//! and the service path's engine part (the blocking pool hand-off included).
+//! and the service path's engine part (the blocking pool hand-off included), then the modules
+//! alone on regorus and on the real OPA engine (when its Python bindings are installed, see
+//! fixtures/opa/README.md), with the ratio.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -176,6 +178,93 @@ fn run_pool(tasks: usize, inline: bool, budget: Duration) {
     );
 }
 
+/// The modules alone (no aggregation, no scoring) on regorus' VM and on the real OPA engine
+/// (through `fixtures/opa/bench.py` and the Python bindings of the OPA Go library), same
+/// modules as Steward loads them into OPA, same inputs, same run.
+fn compare_with_opa(budget: Duration) {
+    let tenant = TenantId::new();
+    let agent = AgentInfo {
+        id: AgentId::new(),
+        name: "bench".into(),
+        agent_type: "llm".into(),
+        capabilities: vec!["read".into()],
+        permissions: json!({}),
+        status: "active".into(),
+    };
+    let set = compiled(Evaluator::Vm);
+    let cases = inputs(tenant, &agent);
+    let started = Instant::now();
+    let mut n = 0u64;
+    while started.elapsed() < budget {
+        for (_, _, _, input) in &cases {
+            black_box(set.evaluate_blocking(&regorus::Value::from(input.clone())));
+            n += 1;
+        }
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let ours = n as f64 / secs;
+    println!(
+        "modules only, regorus VM: {ours:.0} evaluations/s on one thread ({:.1} µs each)",
+        secs * 1e6 / n as f64
+    );
+    let python = std::env::var("STEWARD_OPA_PYTHON").ok().or_else(|| {
+        let home = std::env::var("HOME").ok()?;
+        let p = format!("{home}/.cache/steward/opa-venv/bin/python");
+        std::path::Path::new(&p).exists().then_some(p)
+    });
+    let Some(python) = python else {
+        return println!(
+            "OPA comparison skipped: no OPA bindings (set STEWARD_OPA_PYTHON; fixtures/opa/README.md)"
+        );
+    };
+    let (modules, query) = match steward_policy::opa_modules("steward", tenant, &set) {
+        Ok(m) => m,
+        Err(e) => return eprintln!("OPA comparison: {e}"),
+    };
+    let spec = json!({
+        "modules": modules,
+        "query": query,
+        "inputs": cases.iter().map(|c| c.3.clone()).collect::<Vec<_>>(),
+    });
+    let path = std::env::temp_dir().join(format!("steward-opa-bench-{}.json", std::process::id()));
+    if let Err(e) = std::fs::write(&path, spec.to_string()) {
+        return eprintln!("OPA comparison: {e}");
+    }
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/opa/bench.py");
+    let out = std::process::Command::new(&python)
+        .arg(script)
+        .arg(&path)
+        .arg(budget.as_secs_f64().to_string())
+        .output();
+    let _ = std::fs::remove_file(&path);
+    let out = match out {
+        Ok(o) if o.status.success() => o.stdout,
+        Ok(o) => {
+            return eprintln!(
+                "OPA comparison failed: {}",
+                String::from_utf8_lossy(&o.stderr)
+            )
+        }
+        Err(e) => return eprintln!("OPA comparison: {e}"),
+    };
+    let r: Value = serde_json::from_slice(&out).unwrap_or(Value::Null);
+    let (each, trivial) = (
+        r["us_each"].as_f64().unwrap_or(f64::NAN),
+        r["trivial_us_each"].as_f64().unwrap_or(f64::NAN),
+    );
+    let net = (each - trivial).max(f64::MIN_POSITIVE);
+    println!(
+        "modules only, OPA v1 engine (Go, via Python bindings): {:.0} evaluations/s ({each:.1} µs \
+         each, of which {trivial:.1} µs is the bindings' call overhead measured on a trivial module)",
+        r["per_s"].as_f64().unwrap_or(f64::NAN)
+    );
+    println!(
+        "ratio regorus VM / OPA: {:.1}x as measured, {:.1}x with OPA's binding overhead removed",
+        each / (secs * 1e6 / n as f64),
+        net / (secs * 1e6 / n as f64)
+    );
+}
+
 fn main() {
     let budget = Duration::from_secs(
         std::env::var("BENCH_SECONDS")
@@ -187,4 +276,5 @@ fn main() {
     run("interpreter", Evaluator::Interpreter, budget);
     run_pool(8, true, budget);
     run_pool(8, false, budget);
+    compare_with_opa(budget);
 }

@@ -24,7 +24,7 @@ pub use decision::{
 };
 pub use engine::{CompiledSet, EmbeddedEngine, EngineSettings, PolicyEngine, PolicySource};
 pub use module::{validate_module, CompiledModule, EvalLimits, Evaluator, ModuleResult};
-pub use opa::{OpaEngine, OpaSettings, OpaStats};
+pub use opa::{opa_modules, OpaEngine, OpaSettings, OpaStats};
 pub use risk::{
     risk_level, rules_score, ReasonFn, RiskAssessment, RiskEvent, RiskScorer, RulesScorer,
 };

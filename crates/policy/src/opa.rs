@@ -168,6 +168,32 @@ impl Layout {
         p.join("/")
     }
 
+    /// The modules of a tenant's set as OPA holds them, in load order: (module id, policy,
+    /// source); each compiled policy moved to its package (with the loaded marker), then the
+    /// tenant's `eval` module (no policy). Policies that do not compile are left out (they
+    /// fail locally).
+    fn modules(
+        &self,
+        tenant: TenantId,
+        set: &CompiledSet,
+    ) -> std::result::Result<Vec<(String, Option<PolicyId>, String)>, String> {
+        let mut out = Vec::new();
+        for (policy, module) in set.modules() {
+            let Ok((module, source)) = module else {
+                continue;
+            };
+            let package = self.policy_package(tenant, policy).join(".");
+            let mut moved = module
+                .info()
+                .relocate(source, &package)
+                .ok_or_else(|| format!("policy {policy} cannot be moved to {package}"))?;
+            moved.push_str(&format!("\n{LOADED_RULE} := true\n"));
+            out.push((self.policy_id(tenant, policy), Some(policy), moved));
+        }
+        out.push((self.eval_id(tenant), None, self.eval_module(tenant, set)));
+        Ok(out)
+    }
+
     /// The generated module collecting a tenant's decisions.
     fn eval_module(&self, tenant: TenantId, set: &CompiledSet) -> String {
         let mut entries = Vec::new();
@@ -189,6 +215,25 @@ impl Layout {
             entries.join("\n")
         )
     }
+}
+
+/// A tenant's set as Steward loads it into OPA under `namespace`: (module id, source) in load
+/// order, and the dotted path of the document a check queries (`<ns>.tenants.t_<id>.eval`).
+/// For comparing engines on the same modules (the `decide` benchmark).
+pub fn opa_modules(
+    namespace: &str,
+    tenant: TenantId,
+    set: &CompiledSet,
+) -> std::result::Result<(Vec<(String, String)>, String), String> {
+    let layout = Layout {
+        namespace: namespace.to_owned(),
+    };
+    let modules = layout
+        .modules(tenant, set)?
+        .into_iter()
+        .map(|(id, _, source)| (id, source))
+        .collect();
+    Ok((modules, layout.eval_path(tenant).replace('/', ".")))
 }
 
 /// The OPA-backed engine; the embedded engine compiles the sets (read from the database) and
@@ -461,24 +506,14 @@ impl OpaEngine {
     /// loaded before that are no longer in the set.
     async fn push(&self, tenant: TenantId, set: &CompiledSet, removed: &[PolicyId]) -> Remote<()> {
         let mut current = BTreeSet::new();
-        for (policy, module) in set.modules() {
-            let Ok((module, source)) = module else {
-                continue; // fails locally as "does not compile"
-            };
-            let package = self.layout.policy_package(tenant, policy).join(".");
-            let mut moved = module.info().relocate(source, &package).ok_or_else(|| {
-                RemoteError::Module(format!("policy {policy} cannot be moved to {package}"))
-            })?;
-            moved.push_str(&format!("\n{LOADED_RULE} := true\n"));
-            self.put_module(&self.layout.policy_id(tenant, policy), moved)
-                .await?;
-            current.insert(policy);
+        for (id, policy, source) in self
+            .layout
+            .modules(tenant, set)
+            .map_err(RemoteError::Module)?
+        {
+            self.put_module(&id, source).await?;
+            current.extend(policy);
         }
-        self.put_module(
-            &self.layout.eval_id(tenant),
-            self.layout.eval_module(tenant, set),
-        )
-        .await?;
         let before = self
             .pushed
             .lock()

@@ -9,6 +9,13 @@
 //! the next. Instances still serialise on the head row, so the chain never forks.
 //!
 //! A batch that fails is retried one entry at a time, so that one bad entry fails alone.
+//!
+//! On PostgreSQL the writer also remembers where it last left each tenant's head. While it is
+//! still there, a batch is one statement (one round trip, atomic on its own): the head moves
+//! from the remembered place to the batch's last entry only if it is still at the remembered
+//! place, and the entries are inserted only if it moved. When another instance wrote in
+//! between, nothing is written and the batch goes through the locking transaction instead,
+//! which reads the head afresh.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -47,6 +54,32 @@ pub(crate) struct Writer {
     db: DbPool,
     hasher: ChainHasher,
     queues: Arc<Mutex<HashMap<TenantId, Queue>>>,
+    /// Per tenant, the head (seq, hash) this instance last wrote or read (PostgreSQL).
+    heads: Arc<Mutex<HashMap<TenantId, (i64, String)>>>,
+}
+
+/// Tenants whose head is remembered at most; beyond it the memory is cleared.
+const MAX_HEADS: usize = 100_000;
+
+/// The one-statement append (PostgreSQL): `$1`/`$2` the new head, `$3` the tenant, `$4`/`$5`
+/// the expected head, then one array per column of the entries.
+const APPEND_SQL: &str = "WITH moved AS ( \
+       UPDATE audit_heads SET seq = $1, hash = $2 \
+       WHERE tenant_id = $3 AND seq = $4 AND hash = $5 RETURNING 1), \
+     inserted AS ( \
+       INSERT INTO audit_entries (id, tenant_id, seq, agent_id, user_id, action, resource, \
+         input, output, reasoning, risk_score, is_approved, \"timestamp\", prev_hash, hash, \
+         signature) \
+       SELECT * FROM unnest($6::uuid[], $7::uuid[], $8::int8[], $9::uuid[], $10::uuid[], \
+         $11::text[], $12::text[], $13::jsonb[], $14::jsonb[], $15::jsonb[], $16::float8[], \
+         $17::bool[], $18::timestamptz[], $19::text[], $20::text[], $21::text[]) \
+       WHERE EXISTS (SELECT 1 FROM moved) RETURNING 1) \
+     SELECT count(*) AS n FROM inserted";
+
+#[derive(diesel::QueryableByName)]
+struct Inserted {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    n: i64,
 }
 
 impl Writer {
@@ -55,7 +88,89 @@ impl Writer {
             db,
             hasher,
             queues: Arc::default(),
+            heads: Arc::default(),
         }
+    }
+
+    fn remembered(&self, tenant: TenantId) -> Option<(i64, String)> {
+        self.heads
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&tenant)
+            .cloned()
+    }
+
+    fn remember(&self, tenant: TenantId, rows: &[EntryRow]) {
+        if let Some(last) = rows.last() {
+            let mut heads = self.heads.lock().unwrap_or_else(|p| p.into_inner());
+            if heads.len() >= MAX_HEADS {
+                heads.clear();
+            }
+            heads.insert(tenant, (last.seq, last.hash.clone()));
+        }
+    }
+
+    fn forget(&self, tenant: TenantId) {
+        self.heads
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&tenant);
+    }
+
+    /// PostgreSQL, the head where this instance left it: the batch in one statement. `None`
+    /// when the head was elsewhere (nothing written).
+    async fn write_fast(
+        &self,
+        pool: &diesel_async::pooled_connection::deadpool::Pool<diesel_async::AsyncPgConnection>,
+        tenant: TenantId,
+        head: (i64, String),
+        records: &[AuditRecord],
+    ) -> Result<Option<Vec<EntryRow>>> {
+        use diesel::sql_types::{
+            Array, BigInt, Bool, Double, Jsonb, Nullable, Text, Timestamptz, Uuid,
+        };
+        let rows = chain(&self.hasher, Id(tenant.0), head.0, head.1.clone(), records);
+        let Some(last) = rows.last() else {
+            return Ok(Some(rows));
+        };
+        let col = |f: fn(&EntryRow) -> uuid::Uuid| rows.iter().map(f).collect::<Vec<_>>();
+        let opt = |f: fn(&EntryRow) -> Option<uuid::Uuid>| rows.iter().map(f).collect::<Vec<_>>();
+        let mut object = steward_store::pool::checkout(pool).await?;
+        let conn = &mut *object;
+        let inserted: Inserted = diesel::sql_query(APPEND_SQL)
+            .bind::<BigInt, _>(last.seq)
+            .bind::<Text, _>(&last.hash)
+            .bind::<Uuid, _>(tenant.0)
+            .bind::<BigInt, _>(head.0)
+            .bind::<Text, _>(&head.1)
+            .bind::<Array<Uuid>, _>(col(|r| r.id.0))
+            .bind::<Array<Uuid>, _>(col(|r| r.tenant_id.0))
+            .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.seq).collect::<Vec<_>>())
+            .bind::<Array<Nullable<Uuid>>, _>(opt(|r| r.agent_id.map(|a| a.0)))
+            .bind::<Array<Nullable<Uuid>>, _>(opt(|r| r.user_id.map(|u| u.0)))
+            .bind::<Array<Text>, _>(rows.iter().map(|r| r.action.as_str()).collect::<Vec<_>>())
+            .bind::<Array<Text>, _>(rows.iter().map(|r| r.resource.as_str()).collect::<Vec<_>>())
+            .bind::<Array<Jsonb>, _>(rows.iter().map(|r| &r.input.0).collect::<Vec<_>>())
+            .bind::<Array<Jsonb>, _>(rows.iter().map(|r| &r.output.0).collect::<Vec<_>>())
+            .bind::<Array<Jsonb>, _>(rows.iter().map(|r| &r.reasoning.0).collect::<Vec<_>>())
+            .bind::<Array<Double>, _>(rows.iter().map(|r| r.risk_score).collect::<Vec<_>>())
+            .bind::<Array<Bool>, _>(rows.iter().map(|r| r.is_approved).collect::<Vec<_>>())
+            .bind::<Array<Timestamptz>, _>(rows.iter().map(|r| r.timestamp.0).collect::<Vec<_>>())
+            .bind::<Array<Text>, _>(
+                rows.iter()
+                    .map(|r| r.prev_hash.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .bind::<Array<Text>, _>(rows.iter().map(|r| r.hash.as_str()).collect::<Vec<_>>())
+            .bind::<Array<Nullable<Text>>, _>(
+                rows.iter()
+                    .map(|r| r.signature.as_deref())
+                    .collect::<Vec<_>>(),
+            )
+            .get_result(conn)
+            .await
+            .db()?;
+        Ok((inserted.n == rows.len() as i64).then_some(rows))
     }
 
     /// Appends a record to its tenant's chain; answers once it is committed.
@@ -129,6 +244,32 @@ impl Writer {
 
     /// Writes `records` (one tenant's) as the next entries of its chain, in one transaction.
     async fn write(&self, tenant: TenantId, records: &[AuditRecord]) -> Result<Vec<EntryRow>> {
+        if let (DbPool::Pg(pool), Some(head)) = (&self.db, self.remembered(tenant)) {
+            match self.write_fast(pool, tenant, head, records).await {
+                Ok(Some(rows)) => {
+                    self.remember(tenant, &rows);
+                    return Ok(rows);
+                }
+                Ok(None) => self.forget(tenant), // another instance wrote: lock and read
+                Err(e) => {
+                    self.forget(tenant);
+                    return Err(e);
+                }
+            }
+        }
+        let rows = self.write_locked(tenant, records).await?;
+        if matches!(self.db, DbPool::Pg(_)) {
+            self.remember(tenant, &rows);
+        }
+        Ok(rows)
+    }
+
+    /// The batch in a transaction that locks the tenant's head row first.
+    async fn write_locked(
+        &self,
+        tenant: TenantId,
+        records: &[AuditRecord],
+    ) -> Result<Vec<EntryRow>> {
         let tenant = Id(tenant.0);
         let hasher = &self.hasher;
         // PostgreSQL inserts the batch in one statement; SQLite (in process, no round trips)

@@ -1,21 +1,23 @@
 //! The write path: appends grouped per tenant into one transaction (group commit).
 //!
-//! Appends of a tenant queue in this instance; one writer task per tenant drains the queue,
-//! writing everything queued (up to `MAX_BATCH`) in one transaction: the tenant's head row is
-//! locked first (an upsert, the transaction's first statement), the entries are chained from
-//! it in queue order, inserted in one statement, and the head moves to the last one. Every
-//! caller is answered only after the commit. An idle tenant's append is written at once (a
-//! batch of one); under load, the appends that arrive while a transaction runs go together in
-//! the next. Instances still serialise on the head row, so the chain never forks.
+//! Appends queue in this instance (one queue on PostgreSQL, one per tenant on SQLite, whose
+//! writes serialise anyway); one writer task per queue drains it, writing everything queued
+//! (up to `MAX_BATCH`) together. Per tenant, the head row is locked first (an upsert, the
+//! transaction's first statement), the entries are chained from it in queue order, inserted
+//! in one statement, and the head moves to the last one. Every caller is answered only after
+//! the commit. An idle server writes an append at once (a batch of one); under load, the
+//! appends that arrive while a write runs go together in the next. Instances still serialise
+//! on the head rows, so a chain never forks.
 //!
 //! A batch that fails is retried one entry at a time, so that one bad entry fails alone.
 //!
-//! On PostgreSQL the writer also remembers where it last left each tenant's head. While it is
-//! still there, a batch is one statement (one round trip, atomic on its own): the head moves
-//! from the remembered place to the batch's last entry only if it is still at the remembered
-//! place, and the entries are inserted only if it moved. When another instance wrote in
-//! between, nothing is written and the batch goes through the locking transaction instead,
-//! which reads the head afresh.
+//! On PostgreSQL the writer also remembers where it last left each tenant's head. The batch's
+//! entries of every tenant whose head is remembered are written in one statement (one round
+//! trip, one commit, atomic on its own): each such head moves from the remembered place to
+//! its last entry only if it is still at the remembered place, and a tenant's entries are
+//! inserted only if its head moved. A tenant whose head another instance moved in between
+//! (nothing of it written) goes through the locking transaction instead, which reads the head
+//! afresh.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -33,8 +35,8 @@ use tokio::sync::oneshot;
 use crate::chain::{canonical_bytes, ChainHasher, GENESIS_HASH};
 use crate::service::{AuditEntry, EntryRow};
 
-/// Most entries written in one transaction.
-pub const MAX_BATCH: usize = 256;
+/// Most entries written together.
+pub const MAX_BATCH: usize = 1024;
 
 struct Pending {
     record: AuditRecord,
@@ -48,12 +50,22 @@ struct Queue {
     draining: bool,
 }
 
-/// Per-tenant queues and their writer tasks.
+/// A queue of appends with its own writer task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Lane {
+    /// Every tenant (PostgreSQL). One statement in flight at a time: measured, spreading the
+    /// tenants over several concurrent writers was slower (more commits, more contention).
+    All,
+    /// One tenant (SQLite).
+    Tenant(TenantId),
+}
+
+/// The queues and their writer tasks.
 #[derive(Clone)]
 pub(crate) struct Writer {
     db: DbPool,
     hasher: ChainHasher,
-    queues: Arc<Mutex<HashMap<TenantId, Queue>>>,
+    queues: Arc<Mutex<HashMap<Lane, Queue>>>,
     /// Per tenant, the head (seq, hash) this instance last wrote or read (PostgreSQL).
     heads: Arc<Mutex<HashMap<TenantId, (i64, String)>>>,
 }
@@ -61,26 +73,37 @@ pub(crate) struct Writer {
 /// Tenants whose head is remembered at most; beyond it the memory is cleared.
 const MAX_HEADS: usize = 100_000;
 
-/// The one-statement append (PostgreSQL): `$1`/`$2` the new head, `$3` the tenant, `$4`/`$5`
-/// the expected head, then one array per column of the entries.
+/// The one-statement append (PostgreSQL) of several tenants' entries: `$1`-`$5` one element
+/// per tenant (tenant, expected seq and hash, new seq and hash), then one array per column of
+/// the entries. Answers the tenants whose entries were inserted, with their count.
 const APPEND_SQL: &str = "WITH moved AS ( \
-       UPDATE audit_heads SET seq = $1, hash = $2 \
-       WHERE tenant_id = $3 AND seq = $4 AND hash = $5 RETURNING 1), \
+       UPDATE audit_heads AS h SET seq = v.new_seq, hash = v.new_hash \
+       FROM unnest($1::uuid[], $2::int8[], $3::text[], $4::int8[], $5::text[]) \
+         AS v(tenant_id, old_seq, old_hash, new_seq, new_hash) \
+       WHERE h.tenant_id = v.tenant_id AND h.seq = v.old_seq AND h.hash = v.old_hash \
+       RETURNING h.tenant_id), \
      inserted AS ( \
        INSERT INTO audit_entries (id, tenant_id, seq, agent_id, user_id, action, resource, \
          input, output, reasoning, risk_score, is_approved, \"timestamp\", prev_hash, hash, \
          signature) \
-       SELECT * FROM unnest($6::uuid[], $7::uuid[], $8::int8[], $9::uuid[], $10::uuid[], \
+       SELECT e.* FROM unnest($6::uuid[], $7::uuid[], $8::int8[], $9::uuid[], $10::uuid[], \
          $11::text[], $12::text[], $13::jsonb[], $14::jsonb[], $15::jsonb[], $16::float8[], \
          $17::bool[], $18::timestamptz[], $19::text[], $20::text[], $21::text[]) \
-       WHERE EXISTS (SELECT 1 FROM moved) RETURNING 1) \
-     SELECT count(*) AS n FROM inserted";
+         AS e(id, tenant_id, seq, agent_id, user_id, action, resource, input, output, \
+           reasoning, risk_score, is_approved, ts, prev_hash, hash, signature) \
+       WHERE e.tenant_id IN (SELECT tenant_id FROM moved) RETURNING tenant_id) \
+     SELECT tenant_id, count(*) AS n FROM inserted GROUP BY tenant_id";
 
 #[derive(diesel::QueryableByName)]
 struct Inserted {
+    #[diesel(sql_type = diesel::sql_types::Uuid)]
+    tenant_id: uuid::Uuid,
     #[diesel(sql_type = diesel::sql_types::BigInt)]
     n: i64,
 }
+
+/// One tenant's part of a batch: the tenant and the positions of its records, in order.
+type Group = (TenantId, Vec<usize>);
 
 impl Writer {
     pub fn new(db: DbPool, hasher: ChainHasher) -> Self {
@@ -117,37 +140,60 @@ impl Writer {
             .remove(&tenant);
     }
 
-    /// PostgreSQL, the head where this instance left it: the batch in one statement. `None`
-    /// when the head was elsewhere (nothing written).
+    /// PostgreSQL: the entries of the `groups` (tenants whose head this instance remembers)
+    /// in one statement. Answers the written entries of each tenant whose head was still where
+    /// this instance left it; the others had nothing written.
     async fn write_fast(
         &self,
         pool: &diesel_async::pooled_connection::deadpool::Pool<diesel_async::AsyncPgConnection>,
-        tenant: TenantId,
-        head: (i64, String),
+        groups: &[Group],
         records: &[AuditRecord],
-    ) -> Result<Option<Vec<EntryRow>>> {
+    ) -> Result<HashMap<TenantId, Vec<EntryRow>>> {
         use diesel::sql_types::{
             Array, BigInt, Bool, Double, Jsonb, Nullable, Text, Timestamptz, Uuid,
         };
-        let rows = chain(&self.hasher, Id(tenant.0), head.0, head.1.clone(), records);
-        let Some(last) = rows.last() else {
-            return Ok(Some(rows));
-        };
-        let col = |f: fn(&EntryRow) -> uuid::Uuid| rows.iter().map(f).collect::<Vec<_>>();
-        let opt = |f: fn(&EntryRow) -> Option<uuid::Uuid>| rows.iter().map(f).collect::<Vec<_>>();
+        let mut chained: Vec<(TenantId, (i64, String), Vec<EntryRow>)> = Vec::new();
+        for (tenant, idx) in groups {
+            let Some(head) = self.remembered(*tenant) else {
+                continue;
+            };
+            let group: Vec<AuditRecord> = idx
+                .iter()
+                .filter_map(|&i| records.get(i).cloned())
+                .collect();
+            let rows = chain(&self.hasher, Id(tenant.0), head.0, head.1.clone(), &group);
+            chained.push((*tenant, head, rows));
+        }
+        let old: Vec<(i64, String)> = chained.iter().map(|c| c.1.clone()).collect();
+        let new: Vec<(i64, String)> = chained
+            .iter()
+            .filter_map(|c| c.2.last().map(|r| (r.seq, r.hash.clone())))
+            .collect();
+        if old.len() != new.len() {
+            return Err(Error::internal_msg("an audit group without entries"));
+        }
+        let rows: Vec<&EntryRow> = chained.iter().flat_map(|c| c.2.iter()).collect();
         let mut object = steward_store::pool::checkout(pool).await?;
         let conn = &mut *object;
-        let inserted: Inserted = diesel::sql_query(APPEND_SQL)
-            .bind::<BigInt, _>(last.seq)
-            .bind::<Text, _>(&last.hash)
-            .bind::<Uuid, _>(tenant.0)
-            .bind::<BigInt, _>(head.0)
-            .bind::<Text, _>(&head.1)
-            .bind::<Array<Uuid>, _>(col(|r| r.id.0))
-            .bind::<Array<Uuid>, _>(col(|r| r.tenant_id.0))
+        let inserted: Vec<Inserted> = diesel::sql_query(APPEND_SQL)
+            .bind::<Array<Uuid>, _>(chained.iter().map(|c| c.0 .0).collect::<Vec<_>>())
+            .bind::<Array<BigInt>, _>(old.iter().map(|h| h.0).collect::<Vec<_>>())
+            .bind::<Array<Text>, _>(old.iter().map(|h| h.1.as_str()).collect::<Vec<_>>())
+            .bind::<Array<BigInt>, _>(new.iter().map(|h| h.0).collect::<Vec<_>>())
+            .bind::<Array<Text>, _>(new.iter().map(|h| h.1.as_str()).collect::<Vec<_>>())
+            .bind::<Array<Uuid>, _>(rows.iter().map(|r| r.id.0).collect::<Vec<_>>())
+            .bind::<Array<Uuid>, _>(rows.iter().map(|r| r.tenant_id.0).collect::<Vec<_>>())
             .bind::<Array<BigInt>, _>(rows.iter().map(|r| r.seq).collect::<Vec<_>>())
-            .bind::<Array<Nullable<Uuid>>, _>(opt(|r| r.agent_id.map(|a| a.0)))
-            .bind::<Array<Nullable<Uuid>>, _>(opt(|r| r.user_id.map(|u| u.0)))
+            .bind::<Array<Nullable<Uuid>>, _>(
+                rows.iter()
+                    .map(|r| r.agent_id.map(|a| a.0))
+                    .collect::<Vec<_>>(),
+            )
+            .bind::<Array<Nullable<Uuid>>, _>(
+                rows.iter()
+                    .map(|r| r.user_id.map(|u| u.0))
+                    .collect::<Vec<_>>(),
+            )
             .bind::<Array<Text>, _>(rows.iter().map(|r| r.action.as_str()).collect::<Vec<_>>())
             .bind::<Array<Text>, _>(rows.iter().map(|r| r.resource.as_str()).collect::<Vec<_>>())
             .bind::<Array<Jsonb>, _>(rows.iter().map(|r| &r.input.0).collect::<Vec<_>>())
@@ -167,45 +213,58 @@ impl Writer {
                     .map(|r| r.signature.as_deref())
                     .collect::<Vec<_>>(),
             )
-            .get_result(conn)
+            .load(conn)
             .await
             .db()?;
-        Ok((inserted.n == rows.len() as i64).then_some(rows))
+        let mut written = HashMap::new();
+        for (tenant, _, rows) in chained {
+            let n = inserted
+                .iter()
+                .find(|i| i.tenant_id == tenant.0)
+                .map_or(0, |i| i.n);
+            if n == rows.len() as i64 {
+                written.insert(tenant, rows);
+            }
+        }
+        Ok(written)
     }
 
     /// Appends a record to its tenant's chain; answers once it is committed.
     pub async fn append(&self, record: AuditRecord) -> Result<EntryRow> {
-        let tenant = record.tenant;
+        let lane = match self.db {
+            DbPool::Pg(_) => Lane::All,
+            DbPool::Sqlite(_) => Lane::Tenant(record.tenant),
+        };
         let (reply, answer) = oneshot::channel();
         let start = {
             let mut queues = self.queues.lock().unwrap_or_else(|p| p.into_inner());
-            let q = queues.entry(tenant).or_default();
+            let q = queues.entry(lane).or_default();
             q.pending.push(Pending { record, reply });
             !std::mem::replace(&mut q.draining, true)
         };
         if start {
             let writer = self.clone();
-            tokio::spawn(async move { writer.drain(tenant).await });
+            tokio::spawn(async move { writer.drain(lane).await });
         }
         answer
             .await
             .map_err(|_| Error::internal_msg("the audit writer stopped before answering"))?
     }
 
-    /// Writes the tenant's queue batch by batch until it is empty.
-    async fn drain(self, tenant: TenantId) {
+    /// Writes the lane's queue batch by batch until it is empty.
+    async fn drain(self, lane: Lane) {
         let _guard = DrainGuard {
             queues: self.queues.clone(),
-            tenant,
+            lane,
         };
         loop {
             let batch: Vec<Pending> = {
                 let mut queues = self.queues.lock().unwrap_or_else(|p| p.into_inner());
-                let Some(q) = queues.get_mut(&tenant) else {
+                let Some(q) = queues.get_mut(&lane) else {
                     return;
                 };
                 if q.pending.is_empty() {
-                    queues.remove(&tenant);
+                    queues.remove(&lane);
                     return;
                 }
                 let n = q.pending.len().min(MAX_BATCH);
@@ -213,55 +272,90 @@ impl Writer {
             };
             let (records, replies): (Vec<AuditRecord>, Vec<_>) =
                 batch.into_iter().map(|p| (p.record, p.reply)).unzip();
-            match self.write(tenant, &records).await {
-                Ok(rows) => {
-                    for (reply, row) in replies.into_iter().zip(rows) {
-                        let _ = reply.send(Ok(row));
+            let results = self.write_batch(&records).await;
+            for (reply, result) in replies.into_iter().zip(results) {
+                let _ = reply.send(result);
+            }
+        }
+    }
+
+    /// Writes a batch (any tenants); one result per record, in order.
+    async fn write_batch(&self, records: &[AuditRecord]) -> Vec<Result<EntryRow>> {
+        let mut groups: Vec<Group> = Vec::new();
+        for (i, r) in records.iter().enumerate() {
+            match groups.iter_mut().find(|(t, _)| *t == r.tenant) {
+                Some((_, idx)) => idx.push(i),
+                None => groups.push((r.tenant, vec![i])),
+            }
+        }
+        let mut out: Vec<Option<Result<EntryRow>>> = (0..records.len()).map(|_| None).collect();
+
+        let mut rest = groups;
+        if let DbPool::Pg(pool) = &self.db {
+            let (fast, slow): (Vec<Group>, Vec<Group>) = rest
+                .into_iter()
+                .partition(|(t, _)| self.remembered(*t).is_some());
+            rest = slow;
+            if !fast.is_empty() {
+                match self.write_fast(pool, &fast, records).await {
+                    Ok(mut written) => {
+                        for (tenant, idx) in fast {
+                            match written.remove(&tenant) {
+                                Some(rows) => {
+                                    self.remember(tenant, &rows);
+                                    fill(&mut out, &idx, rows);
+                                }
+                                None => {
+                                    // Another instance moved the head: lock and read it.
+                                    self.forget(tenant);
+                                    rest.push((tenant, idx));
+                                }
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "audit batch statement failed; writing tenant by tenant");
+                        for (tenant, idx) in fast {
+                            self.forget(tenant);
+                            rest.push((tenant, idx));
+                        }
                     }
                 }
-                Err(e) if records.len() == 1 => {
-                    if let Some(reply) = replies.into_iter().next() {
-                        let _ = reply.send(Err(e));
+            }
+        }
+        for (tenant, idx) in rest {
+            let group: Vec<AuditRecord> = idx
+                .iter()
+                .filter_map(|&i| records.get(i).cloned())
+                .collect();
+            match self.write_locked(tenant, &group).await {
+                Ok(rows) => fill(&mut out, &idx, rows),
+                Err(e) if idx.len() == 1 => {
+                    if let Some(slot) = <[usize]>::first(&idx).and_then(|&i| out.get_mut(i)) {
+                        *slot = Some(Err(e));
                     }
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, entries = records.len(), "audit batch failed; writing its entries one by one");
-                    for (record, reply) in records.into_iter().zip(replies) {
+                    tracing::warn!(error = %e, entries = idx.len(), "audit batch failed; writing its entries one by one");
+                    for (&i, record) in idx.iter().zip(group) {
                         let result = self
-                            .write(tenant, std::slice::from_ref(&record))
+                            .write_locked(tenant, std::slice::from_ref(&record))
                             .await
                             .and_then(|mut rows| {
                                 rows.pop().ok_or_else(|| {
                                     Error::internal_msg("the audit write returned no entry")
                                 })
                             });
-                        let _ = reply.send(result);
+                        if let Some(slot) = out.get_mut(i) {
+                            *slot = Some(result);
+                        }
                     }
                 }
             }
         }
-    }
-
-    /// Writes `records` (one tenant's) as the next entries of its chain, in one transaction.
-    async fn write(&self, tenant: TenantId, records: &[AuditRecord]) -> Result<Vec<EntryRow>> {
-        if let (DbPool::Pg(pool), Some(head)) = (&self.db, self.remembered(tenant)) {
-            match self.write_fast(pool, tenant, head, records).await {
-                Ok(Some(rows)) => {
-                    self.remember(tenant, &rows);
-                    return Ok(rows);
-                }
-                Ok(None) => self.forget(tenant), // another instance wrote: lock and read
-                Err(e) => {
-                    self.forget(tenant);
-                    return Err(e);
-                }
-            }
-        }
-        let rows = self.write_locked(tenant, records).await?;
-        if matches!(self.db, DbPool::Pg(_)) {
-            self.remember(tenant, &rows);
-        }
-        Ok(rows)
+        out.into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(Error::internal_msg("audit entry not written"))))
+            .collect()
     }
 
     /// The batch in a transaction that locks the tenant's head row first.
@@ -336,8 +430,21 @@ impl Writer {
             }};
         }
         match &self.db {
-            DbPool::Pg(pool) => transaction!(pool, insert_all),
+            DbPool::Pg(pool) => {
+                let rows: Vec<EntryRow> = transaction!(pool, insert_all)?;
+                self.remember(tenant.into_id(), &rows);
+                Ok(rows)
+            }
             DbPool::Sqlite(pool) => transaction!(pool, insert_each),
+        }
+    }
+}
+
+/// Puts each written row in the result slot of its record.
+fn fill(out: &mut [Option<Result<EntryRow>>], idx: &[usize], rows: Vec<EntryRow>) {
+    for (&i, row) in idx.iter().zip(rows) {
+        if let Some(slot) = out.get_mut(i) {
+            *slot = Some(Ok(row));
         }
     }
 }
@@ -345,15 +452,15 @@ impl Writer {
 /// Should a writer task unwind, its queue is dropped (its callers get an error) rather than
 /// left marked as drained by a task that no longer runs.
 struct DrainGuard {
-    queues: Arc<Mutex<HashMap<TenantId, Queue>>>,
-    tenant: TenantId,
+    queues: Arc<Mutex<HashMap<Lane, Queue>>>,
+    lane: Lane,
 }
 
 impl Drop for DrainGuard {
     fn drop(&mut self) {
         if std::thread::panicking() {
             let mut queues = self.queues.lock().unwrap_or_else(|p| p.into_inner());
-            queues.remove(&self.tenant);
+            queues.remove(&self.lane);
         }
     }
 }

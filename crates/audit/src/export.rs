@@ -25,6 +25,12 @@ use crate::service::{AuditEntry, AuditService, EntryRow};
 pub const SYNC_LIMIT: i64 = 10_000;
 /// Records read per database round trip while exporting.
 const BATCH: i64 = 1_000;
+
+/// Entries read per query by an export job.
+const JOB_BATCH: i64 = 5_000;
+
+/// How often an export job reports progress (and renews its lease, `LEASE` long).
+const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 const JOB_KIND: &str = "audit_export";
 const LEASE: Duration = Duration::from_secs(30);
 const FORMATS: [&str; 3] = ["jsonl", "json", "csv"];
@@ -76,6 +82,24 @@ impl Format {
         match self {
             Format::Json => b"]\n".to_vec(),
             _ => Vec::new(),
+        }
+    }
+
+    /// Appends a record's encoding to `out` (no intermediate buffer).
+    fn write_record(&self, e: &AuditEntry, first: bool, out: &mut Vec<u8>) {
+        match self {
+            Format::Jsonl => {
+                if serde_json::to_writer(&mut *out, e).is_ok() {
+                    out.push(b'\n');
+                }
+            }
+            Format::Json => {
+                if !first {
+                    out.push(b',');
+                }
+                let _ = serde_json::to_writer(&mut *out, e);
+            }
+            Format::Csv => out.extend_from_slice(csv_row(e).as_bytes()),
         }
     }
 
@@ -499,38 +523,62 @@ impl AuditService {
         let io = |e: std::io::Error| {
             Error::internal_msg(format!("export file {}: {e}", partial.display()))
         };
-        let mut file =
-            tokio::io::BufWriter::new(tokio::fs::File::create(&partial).await.map_err(io)?);
+        // Large writes: each write to a tokio file is a hop to the blocking pool.
+        let mut file = tokio::io::BufWriter::with_capacity(
+            1 << 20,
+            tokio::fs::File::create(&partial).await.map_err(io)?,
+        );
         file.write_all(&format.head()).await.map_err(io)?;
-        let mut before = None;
         let mut written = 0i64;
         let mut remaining = limit;
-        loop {
-            let want = remaining.map_or(BATCH, |r| r.min(BATCH));
-            if want <= 0 {
-                break;
-            }
-            let entries = self.batch(tenant, &filters, before, want).await?;
-            for e in &entries {
-                file.write_all(&format.record(e, written == 0))
-                    .await
-                    .map_err(io)?;
-                written += 1;
-            }
+        let mut chunk = Vec::with_capacity(1 << 20);
+        // Progress (and the lease) is renewed at most once a second, not per batch: each
+        // renewal is a commit.
+        let mut reported = std::time::Instant::now();
+        let first = remaining.map_or(JOB_BATCH, |r| r.min(JOB_BATCH));
+        let mut entries = if first > 0 {
+            self.batch(tenant, &filters, None, first).await?
+        } else {
+            Vec::new()
+        };
+        let mut want = first;
+        // Pipelined: the next batch is read while this one is encoded and written.
+        while !entries.is_empty() {
             if let Some(r) = remaining.as_mut() {
                 *r -= entries.len() as i64;
             }
-            before = entries.last().map(|e| e.seq);
-            jobs::heartbeat(
-                self.db(),
-                job.id,
-                (written as f64 / total as f64).min(0.99),
-                Some(json!({"records": written})),
-                LEASE,
-            )
-            .await?;
-            if (entries.len() as i64) < want {
-                break;
+            let full = entries.len() as i64 == want;
+            let before = entries.last().map(|e| e.seq);
+            let next_want = remaining.map_or(JOB_BATCH, |r| r.min(JOB_BATCH));
+            let next = async {
+                if full && next_want > 0 {
+                    self.batch(tenant, &filters, before, next_want).await
+                } else {
+                    Ok(Vec::new())
+                }
+            };
+            let write = async {
+                chunk.clear();
+                for e in &entries {
+                    format.write_record(e, written == 0, &mut chunk);
+                    written += 1;
+                }
+                file.write_all(&chunk).await.map_err(io)
+            };
+            let (next, wrote) = tokio::join!(next, write);
+            wrote?;
+            entries = next?;
+            want = next_want;
+            if reported.elapsed() >= PROGRESS_EVERY {
+                reported = std::time::Instant::now();
+                jobs::heartbeat(
+                    self.db(),
+                    job.id,
+                    (written as f64 / total as f64).min(0.99),
+                    Some(json!({"records": written})),
+                    LEASE,
+                )
+                .await?;
             }
         }
         file.write_all(&format.tail()).await.map_err(io)?;

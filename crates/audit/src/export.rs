@@ -15,7 +15,7 @@ use steward_core::{
 };
 use steward_store::jobs::{self, JobRow};
 use steward_store::schema::{agents, audit_entries};
-use steward_store::{with_conn, DbResultExt, Id};
+use steward_store::{with_conn, DbResultExt, Id, RawJson, Ts};
 use time::OffsetDateTime;
 use tokio::io::AsyncWriteExt;
 
@@ -267,17 +267,131 @@ struct Cursor {
     state: u8, // 0 = head, 1 = records, 2 = tail, 3 = done
 }
 
-impl AuditService {
-    /// One batch of matching entries, newest first, with `seq` below `before`.
-    async fn batch(
-        &self,
-        tenant: TenantId,
-        f: &Filters,
-        before: Option<i64>,
-        limit: i64,
-    ) -> Result<Vec<AuditEntry>> {
-        let tenant = Id(tenant.0);
-        let rows: Vec<(EntryRow, Option<String>)> = with_conn!(self.db(), conn => {
+/// An entry with its JSON columns as stored text.
+#[derive(Queryable, Selectable)]
+#[diesel(table_name = audit_entries)]
+pub(crate) struct RawEntry {
+    id: Id,
+    seq: i64,
+    tenant_id: Id,
+    agent_id: Option<Id>,
+    user_id: Option<Id>,
+    action: String,
+    resource: String,
+    input: RawJson,
+    output: RawJson,
+    reasoning: RawJson,
+    risk_score: f64,
+    is_approved: bool,
+    timestamp: Ts,
+    prev_hash: String,
+    hash: String,
+    signature: Option<String>,
+}
+
+impl RawEntry {
+    /// Appends the entry as the JSON object of contract 14.1 (the fields in `AuditEntry`'s
+    /// order), its JSON columns spliced in as stored.
+    fn write_json(&self, agent_name: Option<&str>, out: &mut Vec<u8>) {
+        fn field<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, name: &str, value: &T) {
+            out.push(b'"');
+            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(b"\":");
+            let _ = serde_json::to_writer(&mut *out, value);
+            out.push(b',');
+        }
+        fn raw(out: &mut Vec<u8>, name: &str, value: &RawJson) {
+            out.push(b'"');
+            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(b"\":");
+            out.extend_from_slice(value.0.as_bytes());
+            out.push(b',');
+        }
+        let uuid = |id: &Id| id.0.hyphenated().to_string();
+        out.push(b'{');
+        field(out, "id", &uuid(&self.id));
+        field(out, "seq", &self.seq);
+        field(out, "tenant_id", &uuid(&self.tenant_id));
+        field(out, "agent_id", &self.agent_id.as_ref().map(uuid));
+        field(out, "agent_name", &agent_name);
+        field(out, "user_id", &self.user_id.as_ref().map(uuid));
+        field(out, "action", &self.action);
+        field(out, "resource", &self.resource);
+        raw(out, "input", &self.input);
+        raw(out, "output", &self.output);
+        raw(out, "reasoning", &self.reasoning);
+        field(out, "risk_score", &self.risk_score);
+        field(out, "is_approved", &self.is_approved);
+        field(out, "timestamp", &format_timestamp(self.timestamp.0));
+        field(out, "prev_hash", &self.prev_hash);
+        field(out, "hash", &self.hash);
+        field(out, "signature", &self.signature);
+        if out.last() == Some(&b',') {
+            out.pop();
+        }
+        out.push(b'}');
+    }
+}
+
+/// A batch of an export job.
+enum JobBatch {
+    Parsed(Vec<AuditEntry>),
+    Raw(Vec<(RawEntry, Option<String>)>),
+}
+
+impl JobBatch {
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            JobBatch::Parsed(v) => v.len(),
+            JobBatch::Raw(v) => v.len(),
+        }
+    }
+
+    fn last_seq(&self) -> Option<i64> {
+        match self {
+            JobBatch::Parsed(v) => v.last().map(|e| e.seq),
+            JobBatch::Raw(v) => v.last().map(|(e, _)| e.seq),
+        }
+    }
+
+    /// Appends the batch's records to `out`; returns how many.
+    fn encode(&self, format: Format, first: bool, out: &mut Vec<u8>) -> i64 {
+        let mut first = first;
+        match self {
+            JobBatch::Parsed(v) => {
+                for e in v {
+                    format.write_record(e, first, out);
+                    first = false;
+                }
+            }
+            JobBatch::Raw(v) => {
+                for (e, name) in v {
+                    if format == Format::Json && !first {
+                        out.push(b',');
+                    }
+                    e.write_json(name.as_deref(), out);
+                    if format == Format::Jsonl {
+                        out.push(b'\n');
+                    }
+                    first = false;
+                }
+            }
+        }
+        self.len() as i64
+    }
+}
+
+/// Matching rows with the agent's name, newest first, `seq` below `before`, selected as
+/// `$select` (a macro: each backend and each selection gets its own query type).
+macro_rules! matching_rows {
+    ($svc:expr, $tenant:expr, $f:expr, $before:expr, $limit:expr, $select:expr) => {{
+        let tenant = Id($tenant.0);
+        let (f, before, limit) = ($f, $before, $limit);
+        with_conn!($svc.db(), conn => {
             let mut q = audit_entries::table
                 .left_join(agents::table.on(agents::id.nullable().eq(audit_entries::agent_id)))
                 .filter(audit_entries::tenant_id.eq(tenant))
@@ -296,12 +410,55 @@ impl AuditService {
             }
             q.order(audit_entries::seq.desc())
                 .limit(limit)
-                .select((EntryRow::as_select(), agents::name.nullable()))
+                .select(($select, agents::name.nullable()))
                 .load(conn)
                 .await
                 .db()
-        })?;
+        })
+    }};
+}
+
+impl AuditService {
+    /// One batch of matching entries, newest first, with `seq` below `before`.
+    async fn batch(
+        &self,
+        tenant: TenantId,
+        f: &Filters,
+        before: Option<i64>,
+        limit: i64,
+    ) -> Result<Vec<AuditEntry>> {
+        let rows: Vec<(EntryRow, Option<String>)> =
+            matching_rows!(self, tenant, f, before, limit, EntryRow::as_select())?;
         Ok(rows.into_iter().map(|(r, n)| r.named(n)).collect())
+    }
+
+    /// An export job's batch: JSON formats read the JSON columns as stored text.
+    async fn job_batch(
+        &self,
+        format: Format,
+        tenant: TenantId,
+        f: &Filters,
+        before: Option<i64>,
+        limit: i64,
+    ) -> Result<JobBatch> {
+        Ok(match format {
+            Format::Jsonl | Format::Json => {
+                JobBatch::Raw(self.raw_batch(tenant, f, before, limit).await?)
+            }
+            Format::Csv => JobBatch::Parsed(self.batch(tenant, f, before, limit).await?),
+        })
+    }
+
+    /// The same batch with `input`, `output` and `reasoning` as stored text (JSON exports
+    /// splice them into their output without parsing them).
+    async fn raw_batch(
+        &self,
+        tenant: TenantId,
+        f: &Filters,
+        before: Option<i64>,
+        limit: i64,
+    ) -> Result<Vec<(RawEntry, Option<String>)>> {
+        matching_rows!(self, tenant, f, before, limit, RawEntry::as_select())
     }
 
     async fn count_matching(&self, tenant: TenantId, f: &Filters) -> Result<i64> {
@@ -537,9 +694,10 @@ impl AuditService {
         let mut reported = std::time::Instant::now();
         let first = remaining.map_or(JOB_BATCH, |r| r.min(JOB_BATCH));
         let mut entries = if first > 0 {
-            self.batch(tenant, &filters, None, first).await?
+            self.job_batch(format, tenant, &filters, None, first)
+                .await?
         } else {
-            Vec::new()
+            JobBatch::Parsed(Vec::new())
         };
         let mut want = first;
         // Pipelined: the next batch is read while this one is encoded and written.
@@ -548,21 +706,19 @@ impl AuditService {
                 *r -= entries.len() as i64;
             }
             let full = entries.len() as i64 == want;
-            let before = entries.last().map(|e| e.seq);
+            let before = entries.last_seq();
             let next_want = remaining.map_or(JOB_BATCH, |r| r.min(JOB_BATCH));
             let next = async {
                 if full && next_want > 0 {
-                    self.batch(tenant, &filters, before, next_want).await
+                    self.job_batch(format, tenant, &filters, before, next_want)
+                        .await
                 } else {
-                    Ok(Vec::new())
+                    Ok(JobBatch::Parsed(Vec::new()))
                 }
             };
             let write = async {
                 chunk.clear();
-                for e in &entries {
-                    format.write_record(e, written == 0, &mut chunk);
-                    written += 1;
-                }
+                written += entries.encode(format, written == 0, &mut chunk);
                 file.write_all(&chunk).await.map_err(io)
             };
             let (next, wrote) = tokio::join!(next, write);

@@ -11,7 +11,7 @@ pub mod testing;
 pub mod types;
 
 pub use pool::{Backend, DbPool, DbSettings, DbTarget};
-pub use types::{Id, Json, Ts};
+pub use types::{Id, Json, RawJson, Ts};
 
 use diesel::result::{DatabaseErrorKind, Error as DieselError};
 use steward_core::{Error, ErrorKind};

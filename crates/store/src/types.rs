@@ -57,6 +57,11 @@ pub struct Ts(pub OffsetDateTime);
 #[diesel(sql_type = DbJson)]
 pub struct Json(pub Value);
 
+/// The stored text of a `DbJson` column, unparsed (for streaming it out as it is). On
+/// PostgreSQL it is `jsonb`'s text form (`{"a": 1}`), on SQLite the text written.
+#[derive(Clone, Debug, PartialEq, FromSqlRow)]
+pub struct RawJson(pub String);
+
 impl<T: Into<Uuid>> From<T> for Id {
     fn from(value: T) -> Self {
         Id(value.into())
@@ -114,6 +119,16 @@ impl FromSql<DbJson, Pg> for Json {
     }
 }
 
+impl FromSql<DbJson, Pg> for RawJson {
+    fn from_sql(bytes: PgValue<'_>) -> deserialize::Result<Self> {
+        // jsonb's binary form: a version byte (1), then the text.
+        match bytes.as_bytes().split_first() {
+            Some((1, text)) => Ok(RawJson(String::from_utf8(text.to_vec())?)),
+            _ => Err("unsupported jsonb version".into()),
+        }
+    }
+}
+
 // --- SQLite: bytes and text. ---
 
 impl ToSql<DbUuid, Sqlite> for Id {
@@ -150,6 +165,12 @@ impl ToSql<DbJson, Sqlite> for Json {
     fn to_sql<'b>(&'b self, out: &mut Output<'b, '_, Sqlite>) -> serialize::Result {
         out.set_value(serde_json::to_string(&self.0)?);
         Ok(IsNull::No)
+    }
+}
+
+impl FromSql<DbJson, Sqlite> for RawJson {
+    fn from_sql(value: SqliteValue<'_, '_, '_>) -> deserialize::Result<Self> {
+        <String as FromSql<sql_types::Text, Sqlite>>::from_sql(value).map(RawJson)
     }
 }
 

@@ -104,19 +104,9 @@ impl Format {
     }
 
     fn record(&self, e: &AuditEntry, first: bool) -> Vec<u8> {
-        match self {
-            Format::Jsonl => {
-                let mut line = serde_json::to_vec(e).unwrap_or_default();
-                line.push(b'\n');
-                line
-            }
-            Format::Json => {
-                let mut out = if first { Vec::new() } else { b",".to_vec() };
-                out.extend(serde_json::to_vec(e).unwrap_or_default());
-                out
-            }
-            Format::Csv => csv_row(e).into_bytes(),
-        }
+        let mut out = Vec::new();
+        self.write_record(e, first, &mut out);
+        out
     }
 }
 

@@ -59,6 +59,18 @@ fn inputs(tenant: TenantId, agent: &AgentInfo) -> Vec<(String, String, Value, Va
         .collect()
 }
 
+/// The registered, active agent every benchmark input names.
+fn bench_agent() -> AgentInfo {
+    AgentInfo {
+        id: AgentId::new(),
+        name: "bench".into(),
+        agent_type: "llm".into(),
+        capabilities: vec!["read".into()],
+        permissions: json!({}),
+        status: "active".into(),
+    }
+}
+
 fn compiled(evaluator: Evaluator) -> CompiledSet {
     let sources = ["gdpr", "hipaa", "fz152", "hitl"]
         .into_iter()
@@ -73,14 +85,7 @@ fn compiled(evaluator: Evaluator) -> CompiledSet {
 
 fn run(label: &str, evaluator: Evaluator, budget: Duration) {
     let tenant = TenantId::new();
-    let agent = AgentInfo {
-        id: AgentId::new(),
-        name: "bench".into(),
-        agent_type: "llm".into(),
-        capabilities: vec!["read".into()],
-        permissions: json!({}),
-        status: "active".into(),
-    };
+    let agent = bench_agent();
     let set = compiled(evaluator);
     let cases = inputs(tenant, &agent);
     let scorer = RulesScorer::default();
@@ -137,14 +142,7 @@ fn run_pool(tasks: usize, inline: bool, budget: Duration) {
     };
     let engine = std::sync::Arc::new(steward_policy::EmbeddedEngine::new(pool, settings));
     let set = std::sync::Arc::new(compiled(Evaluator::Vm));
-    let agent = AgentInfo {
-        id: AgentId::new(),
-        name: "bench".into(),
-        agent_type: "llm".into(),
-        capabilities: vec![],
-        permissions: json!({}),
-        status: "active".into(),
-    };
+    let agent = bench_agent();
     let input = regorus::Value::from(inputs(TenantId::new(), &agent)[1].3.clone());
     let n = runtime.block_on(async {
         let started = Instant::now();
@@ -183,14 +181,7 @@ fn run_pool(tasks: usize, inline: bool, budget: Duration) {
 /// modules as Steward loads them into OPA, same inputs, same run.
 fn compare_with_opa(budget: Duration) {
     let tenant = TenantId::new();
-    let agent = AgentInfo {
-        id: AgentId::new(),
-        name: "bench".into(),
-        agent_type: "llm".into(),
-        capabilities: vec!["read".into()],
-        permissions: json!({}),
-        status: "active".into(),
-    };
+    let agent = bench_agent();
     let set = compiled(Evaluator::Vm);
     let cases = inputs(tenant, &agent);
     let started = Instant::now();

@@ -192,6 +192,14 @@ fn prefix_span(expr: &Expr, n: usize) -> Option<Span> {
     chain.get(idx).map(|e| e.span().clone())
 }
 
+/// For a `data` reference into the module's own package (or below it), the span of its
+/// package part (`data.steward.policies.x`); `None` for any other reference.
+fn own_prefix(package: &[String], expr: &Expr, r: &StaticRef<'_>) -> Option<Span> {
+    let n = package.len();
+    let own = r.components.len() >= n && r.components[..n] == package[..];
+    prefix_span(expr, n).filter(|_| own)
+}
+
 /// The error for a `data` reference outside the module's own package, at the reference's
 /// first character.
 fn out_of_reach(package: &[String], expr: &Expr) -> String {
@@ -318,9 +326,7 @@ impl<'m> Walker<'m> {
         if r.root != Some("data") {
             return;
         }
-        let n = self.package.len();
-        let own = r.components.len() >= n && r.components[..n] == self.package[..];
-        match prefix_span(expr, n).filter(|_| own) {
+        match own_prefix(self.package, expr, r) {
             Some(span) => self.edits.push(Edit {
                 start: span.start as usize,
                 end: span.end as usize,
@@ -562,9 +568,7 @@ pub(crate) fn analyze(module: &Module) -> Result<ModuleInfo, String> {
                     None => continue,
                 },
             };
-            let n = package.len();
-            let own = r.components.len() >= n && r.components[..n] == package[..];
-            match prefix_span(&import.refr, n).filter(|_| own) {
+            match own_prefix(&package, &import.refr, &r) {
                 Some(span) => {
                     edits.push(Edit {
                         start: span.start as usize,

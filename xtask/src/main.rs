@@ -92,7 +92,8 @@ fn audit_verify(args: &[String]) -> anyhow::Result<()> {
                         pool,
                         std::sync::Arc::new(steward_core::MemoryBus::new()),
                         hasher,
-                    );
+                    )
+                    .map_err(|e| anyhow::anyhow!("{e}"))?;
                     service
                         .verify_tenant(tenant)
                         .await

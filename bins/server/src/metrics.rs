@@ -36,6 +36,12 @@ const SECONDS: &[f64] = &[
     0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 const SCORES: &[f64] = &[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0];
+const BATCH: &[f64] = &[
+    1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0,
+];
+const WRITE_SECONDS: &[f64] = &[
+    0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0,
+];
 const CONFIRM: &[f64] = &[60.0, 300.0, 900.0, 3600.0, 14400.0, 86400.0, 604800.0];
 
 pub const FAMILIES: &[Family] = &[
@@ -87,6 +93,20 @@ pub const FAMILIES: &[Family] = &[
         help: "Time from a candidate's first sighting to its confirmation.",
         labelled: false,
         buckets: CONFIRM,
+    },
+    Family {
+        name: "audit_write_batch_entries",
+        kind: Kind::Histogram,
+        help: "Audit entries written together by one batch of the writer (group commit).",
+        labelled: false,
+        buckets: BATCH,
+    },
+    Family {
+        name: "audit_write_batch_seconds",
+        kind: Kind::Histogram,
+        help: "Duration of one audit writer batch, from taking the queue to the commit.",
+        labelled: false,
+        buckets: WRITE_SECONDS,
     },
     Family {
         name: "background_tasks_in_progress",

@@ -132,7 +132,7 @@ impl AppState {
             db.clone(),
             bus.clone(),
             ChainHasher::new(signing_key.as_deref()),
-        );
+        )?;
         let registry = Registry::new(
             db.clone(),
             bus.clone(),

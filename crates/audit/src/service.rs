@@ -164,15 +164,19 @@ pub const RESERVED_PREFIXES: [&str; 6] =
 const VERIFY_BATCH: i64 = 1000;
 
 impl AuditService {
-    pub fn new(db: DbPool, bus: Arc<dyn EventBus>, hasher: ChainHasher) -> Self {
-        Self {
-            writer: Writer::new(db.clone(), hasher.clone()),
+    /// Fails only when the writer's thread cannot be started.
+    pub fn new(db: DbPool, bus: Arc<dyn EventBus>, hasher: ChainHasher) -> Result<Self> {
+        let writer = Writer::new(db.clone(), hasher.clone()).map_err(|e| {
+            Error::internal_msg(format!("cannot start the audit writer thread: {e}"))
+        })?;
+        Ok(Self {
+            writer,
             db,
             bus,
             hasher,
             hook: None,
             agents: None,
-        }
+        })
     }
 
     pub(crate) fn db(&self) -> &DbPool {

@@ -39,7 +39,8 @@ db_test!(concurrent_appends_form_one_chain, |db| {
         db.pool.clone(),
         Arc::new(MemoryBus::new()),
         ChainHasher::new(Some(b"k")),
-    );
+    )
+    .unwrap();
     let (t1, t2) = (tenant(&db.pool).await, tenant(&db.pool).await);
     let mut tasks = Vec::new();
     for i in 0..40 {
@@ -76,6 +77,7 @@ db_test!(several_instances_interleave_without_forking, |db| {
                 Arc::new(MemoryBus::new()),
                 ChainHasher::new(Some(b"k")),
             )
+            .unwrap()
         })
         .collect();
     let t = tenant(&db.pool).await;
@@ -115,7 +117,8 @@ db_test!(verify_names_the_edited_entry, |db| {
         db.pool.clone(),
         Arc::new(MemoryBus::new()),
         ChainHasher::new(Some(b"k")),
-    );
+    )
+    .unwrap();
     let t = tenant(&db.pool).await;
     let mut ids = Vec::new();
     for i in 0..5 {
@@ -144,7 +147,8 @@ db_test!(verify_names_the_edited_entry, |db| {
 
 db_test!(offline_verification_of_an_export, |db| {
     let hasher = ChainHasher::new(Some(b"k"));
-    let service = AuditService::new(db.pool.clone(), Arc::new(MemoryBus::new()), hasher.clone());
+    let service =
+        AuditService::new(db.pool.clone(), Arc::new(MemoryBus::new()), hasher.clone()).unwrap();
     let t = tenant(&db.pool).await;
     for i in 0..6 {
         service.append(record(t, i)).await.unwrap();
@@ -171,7 +175,8 @@ db_test!(retention_purge_keeps_the_chain_verifiable, |db| {
         db.pool.clone(),
         Arc::new(MemoryBus::new()),
         ChainHasher::new(Some(b"k")),
-    );
+    )
+    .unwrap();
     let t = tenant(&db.pool).await;
     for i in 0..7 {
         service.append(record(t, i)).await.unwrap();
@@ -195,7 +200,8 @@ db_test!(retention_purge_keeps_the_chain_verifiable, |db| {
 
 db_test!(async_exports_carry_the_entries_as_stored, |db| {
     let hasher = ChainHasher::new(Some(b"k"));
-    let service = AuditService::new(db.pool.clone(), Arc::new(MemoryBus::new()), hasher.clone());
+    let service =
+        AuditService::new(db.pool.clone(), Arc::new(MemoryBus::new()), hasher.clone()).unwrap();
     let t = tenant(&db.pool).await;
     for i in 0..7 {
         let r = AuditRecord::system(t, None, "system.test", format!("r/{i}")).with_input(json!({

@@ -269,3 +269,57 @@ db_test!(async_exports_carry_the_entries_as_stored, |db| {
     worker.abort();
     let _ = std::fs::remove_dir_all(&dir);
 });
+
+db_test!(deleting_a_tenant_deletes_its_entries, |db| {
+    let service = AuditService::new(
+        db.pool.clone(),
+        Arc::new(MemoryBus::new()),
+        ChainHasher::new(Some(b"k")),
+    )
+    .unwrap();
+    let (gone, kept) = (tenant(&db.pool).await, tenant(&db.pool).await);
+    for i in 0..5 {
+        service.append(record(gone, i)).await.unwrap();
+        service.append(record(kept, i)).await.unwrap();
+    }
+    let pool = &db.pool;
+    let count = |t: TenantId| async move {
+        let r: Result<i64, steward_core::Error> = async {
+            with_conn!(pool, conn => {
+                audit_entries::table
+                    .filter(audit_entries::tenant_id.eq(Id(t.0)))
+                    .count()
+                    .get_result(conn)
+                    .await
+                    .db()
+            })
+        }
+        .await;
+        r.unwrap()
+    };
+    assert_eq!((count(gone).await, count(kept).await), (5, 5));
+    let deleted: Result<usize, steward_core::Error> = async {
+        with_conn!(pool, conn => {
+            diesel::delete(
+                steward_store::schema::tenants::table
+                    .filter(steward_store::schema::tenants::id.eq(Id(gone.0))),
+            )
+            .execute(conn)
+            .await
+            .db()
+        })
+    }
+    .await;
+    assert_eq!(deleted.unwrap(), 1);
+    assert_eq!(
+        count(gone).await,
+        0,
+        "the deleted tenant's entries are gone"
+    );
+    assert_eq!(count(kept).await, 5, "other tenants' entries stay");
+    // The writer remembered the deleted tenant's head; a late append must not resurrect it.
+    assert!(service.append(record(gone, 9)).await.is_err());
+    assert_eq!(count(gone).await, 0);
+    let p = principal(kept);
+    assert!(service.verify(&p).await.unwrap().valid);
+});

@@ -219,3 +219,58 @@ db_test!(
         assert_eq!(jobs::count_active(pool).await.unwrap(), 0);
     }
 );
+
+#[derive(QueryableByName)]
+struct BackendPid {
+    #[diesel(sql_type = diesel::sql_types::Integer)]
+    pid: i32,
+}
+
+/// Connections are handed out without a `SELECT 1` first; one whose server side went away
+/// (here terminated, as by a database restart) must still never be handed out again.
+#[tokio::test]
+async fn postgres_pool_replaces_connections_the_server_closed() {
+    let Some(db) = TestDb::postgres().await else {
+        eprintln!("skipped: TEST_DATABASE_URL is not set, PostgreSQL pool recycling not checked");
+        return;
+    };
+    let db = db.unwrap_or_else(|e| panic!("{e}"));
+    let settings = steward_store::DbSettings {
+        max_connections: 1,
+        ..steward_store::DbSettings::default()
+    };
+    let one = steward_store::DbPool::new(&db.target, &settings).unwrap();
+    let steward_store::DbPool::Pg(pool) = &one else {
+        panic!("a PostgreSQL pool was expected");
+    };
+    let pid = |pool| async move {
+        let mut conn = steward_store::pool::checkout(pool).await.unwrap();
+        diesel::sql_query("SELECT pg_backend_pid() AS pid")
+            .get_result::<BackendPid>(&mut *conn)
+            .await
+            .map(|r| r.pid)
+    };
+    let first = pid(pool).await.unwrap();
+    assert_eq!(
+        pid(pool).await.unwrap(),
+        first,
+        "the idle connection is reused"
+    );
+    let admin = &db.pool;
+    let terminated: Result<(), steward_core::Error> = async {
+        with_conn!(admin, conn => {
+            diesel::sql_query(format!("SELECT pg_terminate_backend({first})"))
+                .execute(conn)
+                .await
+                .db()
+                .map(|_| ())
+        })
+    }
+    .await;
+    terminated.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let second = pid(pool)
+        .await
+        .expect("a fresh connection replaces the terminated one");
+    assert_ne!(second, first);
+}

@@ -45,5 +45,11 @@ VALUES (gen_random_uuid(), '$TENANT', :s, NULL, NULL, 'read_data', 'crm/' || :s,
 EOF
 stop
 echo "pgbench (plain single-row INSERT, 64 clients, same database):"
-pgbench "${PG[@]}" -d "$DB" -n -c 64 -j 2 -T "$SECONDS_PER_RUN" -f "$SQL" 2>&1 | grep -E "^(tps|latency average|number of failed)"
-rm -f "$SQL"
+LOGS="$(mktemp -d)"
+(cd "$LOGS" && pgbench "${PG[@]}" -d "$DB" -n -c 64 -j 2 -T "$SECONDS_PER_RUN" -l -f "$SQL" 2>&1 |
+  grep -E "^(tps|number of failed)")
+# Per-transaction log: the third field is the latency in microseconds.
+cat "$LOGS"/pgbench_log.* | awk '{print $3}' | sort -n | awk '
+  { v[NR] = $1 } END { if (NR) printf "pgbench latency ms p50 %.2f, p95 %.2f, p99 %.2f, max %.2f\n",
+    v[int(NR * 0.50)] / 1000, v[int(NR * 0.95)] / 1000, v[int(NR * 0.99)] / 1000, v[NR] / 1000 }'
+rm -rf "$SQL" "$LOGS"

@@ -291,8 +291,9 @@ impl Writer {
         };
         if start {
             let writer = self.clone();
-            let thread = self.thread.clone();
-            thread.handle.spawn(async move { writer.drain(lane).await });
+            self.thread
+                .handle
+                .spawn(async move { writer.drain(lane).await });
         }
         answer
             .await

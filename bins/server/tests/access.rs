@@ -154,19 +154,6 @@ fn cases() -> Vec<Case> {
     ]
 }
 
-async fn agent(app: &TestApp, key: &str) -> String {
-    let r = app
-        .call(
-            "POST",
-            "/api/v1/agents/register",
-            &Cred::Key(key.into()),
-            Some(json!({"name": format!("a-{}", uuid::Uuid::new_v4().simple())})),
-        )
-        .await;
-    assert_eq!(r.status, 201, "{}", r.text());
-    r.json()["id"].as_str().unwrap_or_default().to_owned()
-}
-
 async fn audit_entry(app: &TestApp, key: &str, agent: &str) -> String {
     let r = app
         .call(
@@ -205,7 +192,7 @@ app_test!(every_role_against_every_operation, |app| {
     for case in cases() {
         for (role, user) in &users {
             // Fresh resources per attempt: deletes and suspends must not hide the next result.
-            let agent = agent(&app, &tenant.key).await;
+            let agent = app.agent(&tenant.key).await;
             let audit = audit_entry(&app, &tenant.key, &agent).await;
             let cred = if case.jwt {
                 Cred::Jwt(user.token.clone())
@@ -263,7 +250,7 @@ app_test!(another_tenant_sees_nothing, |app| {
     let b = app.tenant("tenant-b").await;
     let admin_a = app.user(&a, "admin").await;
     let admin_b = app.user(&b, "admin").await;
-    let agent_a = agent(&app, &a.key).await;
+    let agent_a = app.agent(&a.key).await;
     let audit_a = audit_entry(&app, &a.key, &agent_a).await;
     let bk = Cred::Key(b.key.clone());
 

@@ -9,19 +9,6 @@ use common::{Cred, TestApp};
 use serde_json::json;
 use steward_store::testing::TestDb;
 
-async fn agent(app: &TestApp, key: &str) -> String {
-    let r = app
-        .call(
-            "POST",
-            "/api/v1/agents/register",
-            &Cred::Key(key.to_owned()),
-            Some(json!({"name": "opa-agent", "type": "llm"})),
-        )
-        .await;
-    assert_eq!(r.status, 201, "{}", r.text());
-    r.json()["id"].as_str().unwrap().to_owned()
-}
-
 async fn check(
     app: &TestApp,
     key: &str,
@@ -61,7 +48,7 @@ async fn unreachable_opa_degrades_status_and_readiness_and_checks_still_answer()
     let ready = app.get("/health/ready").await;
     assert_eq!(ready.status, 503);
     assert_eq!(ready.json()["checks"]["policy_engine"], false);
-    let a = agent(&app, &t.key).await;
+    let a = app.agent(&t.key).await;
     let allowed = check(&app, &t.key, &a, json!({})).await;
     assert_eq!(allowed["allowed"], true, "{allowed}");
     let denied = check(
@@ -96,7 +83,7 @@ async fn checks_are_decided_by_opa_when_it_answers() {
         .json();
     assert_eq!(status["services"]["policy_engine"], "online", "{status}");
     assert_eq!(app.get("/health/ready").await.status, 200);
-    let a = agent(&app, &t.key).await;
+    let a = app.agent(&t.key).await;
     let before = opa.stats();
     let denied = check(
         &app,

@@ -87,19 +87,27 @@ impl Format {
 
     /// Appends a record's encoding to `out` (no intermediate buffer).
     fn write_record(&self, e: &AuditEntry, first: bool, out: &mut Vec<u8>) {
+        self.before_record(first, out);
         match self {
-            Format::Jsonl => {
-                if serde_json::to_writer(&mut *out, e).is_ok() {
-                    out.push(b'\n');
-                }
-            }
-            Format::Json => {
-                if !first {
-                    out.push(b',');
-                }
+            Format::Jsonl | Format::Json => {
                 let _ = serde_json::to_writer(&mut *out, e);
             }
             Format::Csv => out.extend_from_slice(csv_row(e).as_bytes()),
+        }
+        self.after_record(out);
+    }
+
+    /// What precedes a record: the comma between the records of a JSON array.
+    fn before_record(&self, first: bool, out: &mut Vec<u8>) {
+        if *self == Format::Json && !first {
+            out.push(b',');
+        }
+    }
+
+    /// What ends a record: the newline of JSON lines (a CSV row carries its own).
+    fn after_record(&self, out: &mut Vec<u8>) {
+        if *self == Format::Jsonl {
+            out.push(b'\n');
         }
     }
 
@@ -283,17 +291,18 @@ impl RawEntry {
     /// Appends the entry as the JSON object of contract 14.1 (the fields in `AuditEntry`'s
     /// order), its JSON columns spliced in as stored.
     fn write_json(&self, agent_name: Option<&str>, out: &mut Vec<u8>) {
-        fn field<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, name: &str, value: &T) {
+        fn key(out: &mut Vec<u8>, name: &str) {
             out.push(b'"');
             out.extend_from_slice(name.as_bytes());
             out.extend_from_slice(b"\":");
+        }
+        fn field<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, name: &str, value: &T) {
+            key(out, name);
             let _ = serde_json::to_writer(&mut *out, value);
             out.push(b',');
         }
         fn raw(out: &mut Vec<u8>, name: &str, value: &RawJson) {
-            out.push(b'"');
-            out.extend_from_slice(name.as_bytes());
-            out.extend_from_slice(b"\":");
+            key(out, name);
             out.extend_from_slice(value.0.as_bytes());
             out.push(b',');
         }
@@ -360,13 +369,9 @@ impl JobBatch {
             }
             JobBatch::Raw(v) => {
                 for (e, name) in v {
-                    if format == Format::Json && !first {
-                        out.push(b',');
-                    }
+                    format.before_record(first, out);
                     e.write_json(name.as_deref(), out);
-                    if format == Format::Jsonl {
-                        out.push(b'\n');
-                    }
+                    format.after_record(out);
                     first = false;
                 }
             }

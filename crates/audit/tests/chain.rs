@@ -18,6 +18,16 @@ async fn tenant(db: &DbPool) -> TenantId {
     steward_store::testing::insert_tenant(db).await.unwrap()
 }
 
+/// The chain's signing key in these tests.
+fn hasher() -> ChainHasher {
+    ChainHasher::new(Some(b"k"))
+}
+
+/// A service (an instance) over `pool`, signing with `hasher()`.
+fn service(pool: &DbPool) -> AuditService {
+    AuditService::new(pool.clone(), Arc::new(MemoryBus::new()), hasher()).unwrap()
+}
+
 fn principal(t: TenantId) -> Principal {
     Principal {
         tenant: t,
@@ -35,12 +45,7 @@ fn record(t: TenantId, i: usize) -> AuditRecord {
 }
 
 db_test!(concurrent_appends_form_one_chain, |db| {
-    let service = AuditService::new(
-        db.pool.clone(),
-        Arc::new(MemoryBus::new()),
-        ChainHasher::new(Some(b"k")),
-    )
-    .unwrap();
+    let service = service(&db.pool);
     let (t1, t2) = (tenant(&db.pool).await, tenant(&db.pool).await);
     let mut tasks = Vec::new();
     for i in 0..40 {
@@ -70,16 +75,7 @@ db_test!(concurrent_appends_form_one_chain, |db| {
 db_test!(several_instances_interleave_without_forking, |db| {
     // Three services are three instances: each groups its own appends and remembers where it
     // left each tenant's head; the others' writes move the head behind its back.
-    let services: Vec<AuditService> = (0..3)
-        .map(|_| {
-            AuditService::new(
-                db.pool.clone(),
-                Arc::new(MemoryBus::new()),
-                ChainHasher::new(Some(b"k")),
-            )
-            .unwrap()
-        })
-        .collect();
+    let services: Vec<AuditService> = (0..3).map(|_| service(&db.pool)).collect();
     let t = tenant(&db.pool).await;
     let mut tasks = Vec::new();
     for round in 0..5 {
@@ -113,12 +109,7 @@ db_test!(several_instances_interleave_without_forking, |db| {
 });
 
 db_test!(verify_names_the_edited_entry, |db| {
-    let service = AuditService::new(
-        db.pool.clone(),
-        Arc::new(MemoryBus::new()),
-        ChainHasher::new(Some(b"k")),
-    )
-    .unwrap();
+    let service = service(&db.pool);
     let t = tenant(&db.pool).await;
     let mut ids = Vec::new();
     for i in 0..5 {
@@ -146,9 +137,8 @@ db_test!(verify_names_the_edited_entry, |db| {
 });
 
 db_test!(offline_verification_of_an_export, |db| {
-    let hasher = ChainHasher::new(Some(b"k"));
-    let service =
-        AuditService::new(db.pool.clone(), Arc::new(MemoryBus::new()), hasher.clone()).unwrap();
+    let hasher = hasher();
+    let service = service(&db.pool);
     let t = tenant(&db.pool).await;
     for i in 0..6 {
         service.append(record(t, i)).await.unwrap();
@@ -171,12 +161,7 @@ db_test!(offline_verification_of_an_export, |db| {
 });
 
 db_test!(retention_purge_keeps_the_chain_verifiable, |db| {
-    let service = AuditService::new(
-        db.pool.clone(),
-        Arc::new(MemoryBus::new()),
-        ChainHasher::new(Some(b"k")),
-    )
-    .unwrap();
+    let service = service(&db.pool);
     let t = tenant(&db.pool).await;
     for i in 0..7 {
         service.append(record(t, i)).await.unwrap();
@@ -199,9 +184,8 @@ db_test!(retention_purge_keeps_the_chain_verifiable, |db| {
 });
 
 db_test!(async_exports_carry_the_entries_as_stored, |db| {
-    let hasher = ChainHasher::new(Some(b"k"));
-    let service =
-        AuditService::new(db.pool.clone(), Arc::new(MemoryBus::new()), hasher.clone()).unwrap();
+    let hasher = hasher();
+    let service = service(&db.pool);
     let t = tenant(&db.pool).await;
     for i in 0..7 {
         let r = AuditRecord::system(t, None, "system.test", format!("r/{i}")).with_input(json!({
@@ -271,12 +255,7 @@ db_test!(async_exports_carry_the_entries_as_stored, |db| {
 });
 
 db_test!(deleting_a_tenant_deletes_its_entries, |db| {
-    let service = AuditService::new(
-        db.pool.clone(),
-        Arc::new(MemoryBus::new()),
-        ChainHasher::new(Some(b"k")),
-    )
-    .unwrap();
+    let service = service(&db.pool);
     let (gone, kept) = (tenant(&db.pool).await, tenant(&db.pool).await);
     for i in 0..5 {
         service.append(record(gone, i)).await.unwrap();

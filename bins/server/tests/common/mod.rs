@@ -221,6 +221,20 @@ impl TestApp {
         self.send(req).await
     }
 
+    /// Registers an agent (a unique name) with the tenant key `key`; answers its id.
+    pub async fn agent(&self, key: &str) -> String {
+        let r = self
+            .call(
+                "POST",
+                "/api/v1/agents/register",
+                &Cred::Key(key.into()),
+                Some(serde_json::json!({"name": format!("a-{}", uuid::Uuid::new_v4().simple())})),
+            )
+            .await;
+        assert_eq!(r.status, 201, "{}", r.text());
+        r.json()["id"].as_str().unwrap_or_default().to_owned()
+    }
+
     pub async fn tenant(&self, name: &str) -> Tenant {
         let r = self
             .call(

@@ -2,7 +2,7 @@
 
 use utoipa::OpenApi;
 
-use crate::routes::{agents, audit, discovery, health, identity, policies, status};
+use crate::routes::{agents, audit, discovery, health, hitl, identity, policies, status};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -18,8 +18,11 @@ use crate::routes::{agents, audit, discovery, health, identity, policies, status
         agents::register, agents::list, agents::search, agents::details, agents::heartbeat,
         discovery::ingest, discovery::list, discovery::cluster, discovery::webhook,
         policies::templates, policies::check, policies::list, policies::create,
+        status::stats,
+        hitl::request, hitl::status, hitl::pending, hitl::approve, hitl::reject,
     ),
     components(schemas(health::RootInfo, health::Health, health::Readiness, health::Checks)),
+    modifiers(&SecuritySchemes),
     tags(
         (name = "health", description = "Platform info, health, status and metrics"),
         (name = "auth", description = "Login, logout, current user"),
@@ -30,6 +33,50 @@ use crate::routes::{agents, audit, discovery, health, identity, policies, status
         (name = "agents", description = "The agent registry"),
         (name = "policies", description = "Rego policies and policy checks"),
         (name = "discovery", description = "Shadow-agent discovery, integrations and inbound webhooks"),
+        (name = "hitl", description = "Human approval of risky actions, bound to the exact action"),
     ),
 )]
 pub struct ApiDoc;
+
+/// The credentials of contract 5: `ApiKey` (`X-API-Key`), `bearer` (JWT), `AdminKey`
+/// (`X-Admin-Key`) and the inbound webhook signature.
+struct SecuritySchemes;
+
+impl utoipa::Modify for SecuritySchemes {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{
+            ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme,
+        };
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "ApiKey",
+            SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
+                "X-API-Key",
+                "A tenant key, a personal key or the session key returned by login",
+            ))),
+        );
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .bearer_format("JWT")
+                    .build(),
+            ),
+        );
+        components.add_security_scheme(
+            "AdminKey",
+            SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
+                "X-Admin-Key",
+                "The value of ADMIN_API_KEY (platform operations)",
+            ))),
+        );
+        components.add_security_scheme(
+            "WebhookSignature",
+            SecurityScheme::ApiKey(ApiKey::Header(ApiKeyValue::with_description(
+                "X-Webhook-Signature",
+                "HMAC-SHA256 of the raw body with WEBHOOK_SECRET",
+            ))),
+        );
+    }
+}

@@ -161,6 +161,10 @@ pub struct Settings {
     pub frontend_url: String,
     pub agent_inactivity_seconds: u64,
     pub hitl_risk_threshold: f64,
+    /// `HITL_REQUIRE_APPROVAL_ID`: only a valid `approval_id` approves a check.
+    pub hitl_require_approval_id: bool,
+    /// `HITL_APPROVAL_TTL_SECONDS`: how long an approval may be used (unset = no limit).
+    pub hitl_approval_ttl_seconds: Option<u64>,
     pub audit_signing_enabled: bool,
     pub audit_signing_key: Secret,
     pub audit_retention_days: u64,
@@ -362,6 +366,10 @@ impl Settings {
         }
         let agent_inactivity_seconds = r.positive("AGENT_INACTIVITY_SECONDS", 300);
         let hitl_risk_threshold = r.float("HITL_RISK_THRESHOLD", 0.8, 0.0, 1.0);
+        let hitl_require_approval_id = r.bool("HITL_REQUIRE_APPROVAL_ID", false);
+        let hitl_approval_ttl_seconds = r
+            .raw("HITL_APPROVAL_TTL_SECONDS")
+            .map(|_| r.positive("HITL_APPROVAL_TTL_SECONDS", 1));
         let audit_signing_enabled = r.bool("AUDIT_SIGNING_ENABLED", true);
         let audit_signing_key = r
             .optional("AUDIT_SIGNING_KEY")
@@ -556,6 +564,8 @@ impl Settings {
             frontend_url,
             agent_inactivity_seconds,
             hitl_risk_threshold,
+            hitl_require_approval_id,
+            hitl_approval_ttl_seconds,
             audit_signing_enabled,
             audit_signing_key: Secret(audit_signing_key),
             audit_retention_days,

@@ -7,6 +7,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use steward_audit::{AuditService, ChainHasher};
 use steward_core::{Cache, ErrorKind, EventBus, MemoryBus, MemoryCache};
 use steward_discovery::{Discovery, IntegrationSettings};
+use steward_hitl::{Hitl, HitlConfig};
 use steward_identity::{Identity, IdentityConfig};
 use steward_policy::{
     EmbeddedEngine, OpaEngine, OpaSettings, PolicyConfig, PolicyService, RulesScorer,
@@ -14,7 +15,8 @@ use steward_policy::{
 use steward_registry::Registry;
 
 use crate::wiring::{
-    AuditActivity, DefaultPolicies, MeasuredRules, RefreshAgent, RegistryAgents, RegistryDirectory,
+    AuditActivity, DefaultPolicies, HitlApprovals, MeasuredRules, RefreshAgent, RegistryAgents,
+    RegistryDirectory, RegistryStatuses,
 };
 use steward_store::redis::{RedisBus, RedisCache, RedisHandle};
 use steward_store::{DbPool, DbSettings};
@@ -34,6 +36,7 @@ pub struct AppState {
     pub registry: Registry,
     pub discovery: Discovery,
     pub policy: PolicyService,
+    pub hitl: Hitl,
     /// The remote policy engine when `OPA_URL` is set (`policy` evaluates through it).
     pub opa: Option<Arc<OpaEngine>>,
 }
@@ -154,8 +157,18 @@ impl AppState {
         // Until the anomaly detector lands, risk is scored by the contract's rule heuristics.
         let policy_config = PolicyConfig {
             hitl_risk_threshold: settings.hitl_risk_threshold,
+            require_approval_id: settings.hitl_require_approval_id,
             ..PolicyConfig::default()
         };
+        let hitl = Hitl::new(
+            db.clone(),
+            bus.clone(),
+            Arc::new(audit.clone()),
+            Arc::new(RegistryStatuses(registry.clone())),
+            HitlConfig {
+                approval_ttl: settings.hitl_approval_ttl_seconds.map(Duration::from_secs),
+            },
+        );
         let mut policy = PolicyService::new(
             db.clone(),
             bus.clone(),
@@ -163,7 +176,8 @@ impl AppState {
             Arc::new(RegistryAgents(registry.clone())),
             Arc::new(MeasuredRules(RulesScorer::new(settings.anomaly.threshold))),
             policy_config.clone(),
-        );
+        )
+        .with_approvals(Arc::new(HitlApprovals(hitl.clone())));
         let opa = match &settings.opa_url {
             Some(url) => {
                 let embedded = Arc::new(EmbeddedEngine::new(db.clone(), policy_config.engine));
@@ -207,6 +221,7 @@ impl AppState {
             registry,
             discovery,
             policy,
+            hitl,
             opa,
         })
     }

@@ -144,3 +144,47 @@ impl steward_policy::RiskScorer for MeasuredRules {
         result
     }
 }
+
+/// The HITL service reads agents' statuses from the registry's in-memory view.
+pub struct RegistryStatuses(pub Registry);
+
+#[async_trait]
+impl steward_hitl::AgentStatuses for RegistryStatuses {
+    async fn status(&self, tenant: TenantId, agent: AgentId) -> Result<Option<String>> {
+        Ok(self.0.find_cached(tenant, agent).await?.map(|a| a.status))
+    }
+}
+
+/// Policy checks validate and consume `context.approval_id` through the HITL service.
+pub struct HitlApprovals(pub steward_hitl::Hitl);
+
+#[async_trait]
+impl steward_policy::ApprovalGate for HitlApprovals {
+    async fn validate(
+        &self,
+        a: steward_policy::PresentedApproval<'_>,
+    ) -> Result<std::result::Result<(), String>> {
+        Ok(self
+            .0
+            .validate_approval(
+                a.tenant,
+                a.approval_id,
+                a.agent_id,
+                a.action,
+                a.resource,
+                a.context,
+            )
+            .await?
+            .map(|_| ())
+            .map_err(|refusal| refusal.describe().to_owned()))
+    }
+
+    async fn consume(&self, a: steward_policy::PresentedApproval<'_>) -> Result<bool> {
+        let Ok(id) = a.approval_id.trim().parse() else {
+            return Ok(false);
+        };
+        self.0
+            .consume(a.tenant, id, a.agent_id, a.action, a.resource, a.context)
+            .await
+    }
+}

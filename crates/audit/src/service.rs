@@ -317,6 +317,34 @@ impl AuditService {
         Ok((!scores.is_empty()).then(|| scores.iter().sum::<f64>() / scores.len() as f64))
     }
 
+    /// Entries per UTC day over the `days` days ending today, oldest first (dashboard
+    /// activity). One index range count per day on `(tenant_id, timestamp)`.
+    pub async fn daily_counts(
+        &self,
+        tenant: TenantId,
+        days: u16,
+    ) -> Result<Vec<(time::Date, i64)>> {
+        let today = clock::now().date();
+        let mut out = Vec::with_capacity(usize::from(days));
+        for back in (0..i64::from(days)).rev() {
+            let day = today - time::Duration::days(back);
+            let start = Ts(day.midnight().assume_utc());
+            let end = Ts((day + time::Duration::days(1)).midnight().assume_utc());
+            let count: i64 = with_conn!(&self.db, conn => {
+                audit_entries::table
+                    .filter(audit_entries::tenant_id.eq(Id(tenant.0)))
+                    .filter(audit_entries::timestamp.ge(start))
+                    .filter(audit_entries::timestamp.lt(end))
+                    .count()
+                    .get_result(conn)
+                    .await
+                    .db()
+            })?;
+            out.push((day, count));
+        }
+        Ok(out)
+    }
+
     /// The agent's most recent entries, newest first.
     pub async fn recent_entries(
         &self,

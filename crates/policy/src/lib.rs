@@ -9,6 +9,7 @@
 
 pub mod agents;
 mod analysis;
+pub mod approval;
 pub mod decision;
 pub mod engine;
 pub mod module;
@@ -18,6 +19,7 @@ pub mod service;
 pub mod templates;
 
 pub use agents::{AgentInfo, AgentLookup, MemoryAgents};
+pub use approval::{ApprovalGate, PresentedApproval};
 pub use decision::{
     decide, AgentState, Aggregation, AnomalyView, CheckResponse, Decision, PolicyOutcome, RiskView,
     Verdict,

@@ -24,6 +24,7 @@ use steward_store::{with_conn, DbPool, DbResultExt, Id, Ts};
 use tokio::sync::broadcast::error::RecvError;
 
 use crate::agents::{AgentInfo, AgentLookup};
+use crate::approval::{ApprovalGate, PresentedApproval};
 use crate::decision::{decide, AgentState, Aggregation, CheckResponse, Verdict};
 use crate::engine::{EmbeddedEngine, EngineSettings, PolicyEngine};
 use crate::module::validate_module;
@@ -43,6 +44,9 @@ pub const MAX_DESCRIPTION_CHARS: usize = 10_000;
 pub struct PolicyConfig {
     /// `HITL_RISK_THRESHOLD`: a check whose risk score is strictly above it requires approval.
     pub hitl_risk_threshold: f64,
+    /// `HITL_REQUIRE_APPROVAL_ID`: a bare `context.approved: true` without a valid
+    /// `approval_id` counts as not approved.
+    pub require_approval_id: bool,
     /// The embedded engine's limits and pool.
     pub engine: EngineSettings,
 }
@@ -51,6 +55,7 @@ impl Default for PolicyConfig {
     fn default() -> Self {
         Self {
             hitl_risk_threshold: 0.8,
+            require_approval_id: false,
             engine: EngineSettings::default(),
         }
     }
@@ -202,6 +207,17 @@ fn duplicate_name(name: &str) -> impl FnOnce(Error) -> Error + '_ {
     }
 }
 
+/// Sets or clears `approved` in a check's context (an object: validated before).
+fn set_approved(context: &mut Value, approved: bool) {
+    if let Value::Object(map) = context {
+        if approved {
+            map.insert("approved".to_owned(), Value::Bool(true));
+        } else {
+            map.remove("approved");
+        }
+    }
+}
+
 /// The policy service.
 #[derive(Clone)]
 pub struct PolicyService {
@@ -211,6 +227,7 @@ pub struct PolicyService {
     agents: Arc<dyn AgentLookup>,
     scorer: Arc<dyn RiskScorer>,
     engine: Arc<dyn PolicyEngine>,
+    approvals: Option<Arc<dyn ApprovalGate>>,
     config: PolicyConfig,
 }
 
@@ -232,8 +249,15 @@ impl PolicyService {
             agents,
             scorer,
             engine,
+            approvals: None,
             config,
         }
+    }
+
+    /// Validates and consumes `context.approval_id` through `gate` (HITL).
+    pub fn with_approvals(mut self, gate: Arc<dyn ApprovalGate>) -> Self {
+        self.approvals = Some(gate);
+        self
     }
 
     /// Replaces the engine (e.g. with an OPA-backed one that falls back to the embedded one).
@@ -622,57 +646,96 @@ impl PolicyService {
             Ok(id) => self.agents.find(p.tenant, id).await?,
             Err(_) => None,
         };
-        let outcomes = match &agent {
-            Some(a) if !a.is_suspended() => {
-                let input = json!({
-                    "action": action,
-                    "resource": resource,
-                    "context": context,
-                    "tenant_id": p.tenant.to_string(),
-                    "agent": a.input_document(),
-                });
-                let outcomes = self.engine.evaluate(p.tenant, &input).await?;
-                for o in &outcomes {
-                    if let Verdict::Failed(error) = &o.verdict {
-                        tracing::warn!(tenant = %p.tenant, policy = %o.policy_id, name = %o.name, %error, "policy failed to evaluate");
+
+        // Approvals (docs/hitl.md): a presented `approval_id` counts only when the HITL service
+        // vouches for it; a bare `approved: true` counts unless HITL_REQUIRE_APPROVAL_ID.
+        let presented = context.get("approval_id").map(|v| v.as_str().unwrap_or(""));
+        let mut effective = context.clone();
+        let mut refusal: Option<String> = None;
+        let mut bound = false;
+        match presented {
+            Some(approval_id) => {
+                let verdict = match &self.approvals {
+                    Some(gate) => {
+                        gate.validate(PresentedApproval {
+                            tenant: p.tenant,
+                            approval_id,
+                            agent_id: &agent_id,
+                            action: &action,
+                            resource: &resource,
+                            context: &context,
+                        })
+                        .await?
+                    }
+                    None => Err("approvals are not available".to_owned()),
+                };
+                match verdict {
+                    Ok(()) => {
+                        set_approved(&mut effective, true);
+                        bound = true;
+                    }
+                    Err(reason) => {
+                        set_approved(&mut effective, false);
+                        refusal = Some(reason);
                     }
                 }
-                outcomes
             }
-            _ => Vec::new(),
-        };
-        let aggregation = Aggregation {
-            agent_id: &agent_id,
-            agent: match &agent {
-                Some(a) => AgentState::Registered(a),
-                None => AgentState::Unregistered,
-            },
-            outcomes: &outcomes,
-            action: &action,
-            context: &context,
-            hitl_risk_threshold: self.config.hitl_risk_threshold,
-        };
-        let event = RiskEvent {
-            tenant: p.tenant,
-            agent: agent.as_ref(),
-            action: &action,
-            resource: &resource,
-            context: &context,
-        };
-        let reason = |score: f64| decide(&aggregation, score).reason;
-        let assessment = match self.scorer.assess(event, &reason).await {
-            Ok(a) => a,
-            Err(e) => {
-                tracing::error!(error = %e, "risk scoring failed; the rules decide");
-                RulesScorer::default().score(&action, &resource, &context)
+            None if self.config.require_approval_id => {
+                if effective.get("approved") == Some(&Value::Bool(true)) {
+                    refusal = Some(
+                        "approved: true needs a valid approval_id (HITL_REQUIRE_APPROVAL_ID)"
+                            .to_owned(),
+                    );
+                }
+                set_approved(&mut effective, false);
             }
-        };
-        let risk_score = if assessment.risk_score.is_finite() {
-            assessment.risk_score.clamp(0.0, 1.0)
-        } else {
-            0.0
-        };
-        let decision = decide(&aggregation, risk_score);
+            None => {}
+        }
+
+        let (mut decision, mut risk_score, mut assessment) = self
+            .decide_check(
+                p.tenant,
+                agent.as_ref(),
+                &agent_id,
+                &action,
+                &resource,
+                &effective,
+            )
+            .await?;
+        if bound && decision.allowed {
+            let consumed = match (&self.approvals, presented) {
+                (Some(gate), Some(approval_id)) => {
+                    gate.consume(PresentedApproval {
+                        tenant: p.tenant,
+                        approval_id,
+                        agent_id: &agent_id,
+                        action: &action,
+                        resource: &resource,
+                        context: &context,
+                    })
+                    .await?
+                }
+                _ => false,
+            };
+            if !consumed {
+                // Another check used it first: this one is not approved after all.
+                set_approved(&mut effective, false);
+                refusal = Some("the approval was already used by an earlier check".to_owned());
+                (decision, risk_score, assessment) = self
+                    .decide_check(
+                        p.tenant,
+                        agent.as_ref(),
+                        &agent_id,
+                        &action,
+                        &resource,
+                        &effective,
+                    )
+                    .await?;
+            }
+        }
+        if let (false, Some(why)) = (decision.allowed, &refusal) {
+            decision.reason = format!("{}; approval not accepted: {why}", decision.reason);
+        }
         if !decision.allowed {
             publish(
                 &self.bus,
@@ -697,6 +760,69 @@ impl PolicyService {
             assessment.is_anomaly,
             assessment.report_id,
         ))
+    }
+
+    /// Evaluates the tenant's policies, scores the risk and aggregates (contract 13.6-13.8).
+    async fn decide_check(
+        &self,
+        tenant: TenantId,
+        agent: Option<&AgentInfo>,
+        agent_id: &str,
+        action: &str,
+        resource: &str,
+        context: &Value,
+    ) -> Result<(crate::decision::Decision, f64, crate::risk::RiskAssessment)> {
+        let outcomes = match agent {
+            Some(a) if !a.is_suspended() => {
+                let input = json!({
+                    "action": action,
+                    "resource": resource,
+                    "context": context,
+                    "tenant_id": tenant.to_string(),
+                    "agent": a.input_document(),
+                });
+                let outcomes = self.engine.evaluate(tenant, &input).await?;
+                for o in &outcomes {
+                    if let Verdict::Failed(error) = &o.verdict {
+                        tracing::warn!(tenant = %tenant, policy = %o.policy_id, name = %o.name, %error, "policy failed to evaluate");
+                    }
+                }
+                outcomes
+            }
+            _ => Vec::new(),
+        };
+        let aggregation = Aggregation {
+            agent_id,
+            agent: match agent {
+                Some(a) => AgentState::Registered(a),
+                None => AgentState::Unregistered,
+            },
+            outcomes: &outcomes,
+            action,
+            context,
+            hitl_risk_threshold: self.config.hitl_risk_threshold,
+        };
+        let event = RiskEvent {
+            tenant,
+            agent,
+            action,
+            resource,
+            context,
+        };
+        let reason = |score: f64| decide(&aggregation, score).reason;
+        let assessment = match self.scorer.assess(event, &reason).await {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::error!(error = %e, "risk scoring failed; the rules decide");
+                RulesScorer::default().score(action, resource, context)
+            }
+        };
+        let risk_score = if assessment.risk_score.is_finite() {
+            assessment.risk_score.clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
+        Ok((decide(&aggregation, risk_score), risk_score, assessment))
     }
 
     // ------------------------------------------------------------------ helpers

@@ -515,6 +515,18 @@ impl Registry {
         }
     }
 
+    /// The number of agents of a tenant, whatever their status (for statistics).
+    pub async fn count(&self, tenant: TenantId) -> Result<i64> {
+        with_conn!(&self.db, conn => {
+            agents::table
+                .filter(agents::tenant_id.eq(Id(tenant.0)))
+                .count()
+                .get_result(conn)
+                .await
+                .db()
+        })
+    }
+
     /// Loads one agent of a tenant (404 when absent or another tenant's).
     pub async fn find(&self, tenant: TenantId, id: AgentId) -> Result<Option<AgentRecord>> {
         with_conn!(&self.db, conn => {

@@ -228,3 +228,27 @@ diesel::table! {
         events -> BigInt,
     }
 }
+
+// --- hitl ---
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::*;
+
+    hitl_requests (id) {
+        id -> DbUuid,
+        tenant_id -> DbUuid,
+        agent_id -> DbUuid,
+        action -> Text,
+        resource -> Text,
+        context -> DbJson,
+        digest -> Text,
+        status -> Text,
+        requested_at -> DbTime,
+        decided_at -> Nullable<DbTime>,
+        approver -> Nullable<Text>,
+        rejection_reason -> Nullable<Text>,
+        decided_by -> Nullable<DbUuid>,
+        consumed_at -> Nullable<DbTime>,
+    }
+}

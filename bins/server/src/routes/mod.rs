@@ -4,6 +4,7 @@ pub mod agents;
 pub mod audit;
 pub mod discovery;
 pub mod health;
+pub mod hitl;
 pub mod identity;
 pub mod policies;
 pub mod reply;
@@ -36,5 +37,6 @@ fn api_v1(cfg: &mut web::ServiceConfig) {
         .configure(discovery::configure)
         .configure(policies::configure)
         .configure(status::configure)
-        .configure(audit::configure);
+        .configure(audit::configure)
+        .configure(hitl::configure);
 }

@@ -2,7 +2,7 @@
 
 use actix_web::{web, HttpResponse};
 use serde_json::json;
-use steward_core::clock;
+use steward_core::{clock, Op};
 
 use crate::auth::ApiCaller;
 use crate::error::ApiResult;
@@ -11,7 +11,8 @@ use crate::routes::reply::ok;
 use crate::state::AppState;
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(web::resource("/status").route(web::get().to(status)));
+    cfg.service(web::resource("/status").route(web::get().to(status)))
+        .service(web::resource("/stats").route(web::get().to(stats)));
 }
 
 fn uptime(secs: u64) -> String {
@@ -50,6 +51,33 @@ pub async fn status(state: web::Data<AppState>, caller: ApiCaller) -> ApiResult<
         },
         "uptime": uptime(state.started.elapsed().as_secs()),
         "timestamp": clock::format_timestamp(clock::now()),
+    }))
+}
+
+/// Dashboard statistics of the caller's tenant (contract 18): counts, guard counters and the
+/// audit activity of the last 7 UTC days, oldest first.
+#[utoipa::path(get, path = "/api/v1/stats", tag = "health",
+    security(("ApiKey" = []), ("bearer" = [])),
+    responses((status = 200, description = "Statistics of the caller's tenant"),
+              (status = 401, description = "No or invalid credentials", content_type = "application/problem+json")))]
+pub async fn stats(state: web::Data<AppState>, caller: ApiCaller) -> ApiResult<HttpResponse> {
+    caller.0.authorize(Op::StatsRead)?;
+    let tenant = caller.0.tenant;
+    let (agents, policies, activity, pending_hitl) = futures_util::try_join!(
+        state.registry.count(tenant),
+        state.policy.count_active(tenant),
+        state.audit.daily_counts(tenant, 7),
+        state.hitl.pending_count(tenant),
+    )?;
+    let activities: Vec<_> = activity
+        .into_iter()
+        .map(|(day, count)| json!({"date": day.to_string(), "count": count}))
+        .collect();
+    ok(json!({
+        "total_agents": agents,
+        "active_policies": policies,
+        "pending_hitl": pending_hitl,
+        "activities": activities,
     }))
 }
 

@@ -34,6 +34,7 @@ pub fn spawn_all(state: &AppState) {
             .run_retention(state.settings.audit_retention_days),
     );
     actix_web::rt::spawn(state.discovery.clone().run_cluster_worker());
+    actix_web::rt::spawn(state.ws.clone().run(state.bus.clone()));
     actix_web::rt::spawn(state.policy.clone().listen_for_changes());
     if let Some(opa) = &state.opa {
         actix_web::rt::spawn(opa.clone().connect());

@@ -21,3 +21,4 @@ pub mod wiring;
 pub use app::build_app;
 pub use settings::Settings;
 pub use state::AppState;
+pub mod ws;

@@ -109,6 +109,20 @@ pub const FAMILIES: &[Family] = &[
         buckets: WRITE_SECONDS,
     },
     Family {
+        name: "websocket_connections",
+        kind: Kind::Gauge,
+        help: "Open WebSocket connections on this instance",
+        labelled: false,
+        buckets: &[],
+    },
+    Family {
+        name: "websocket_dropped_total",
+        kind: Kind::Counter,
+        help: "WebSocket connections closed by the server because their send queue was full",
+        labelled: true,
+        buckets: &[],
+    },
+    Family {
         name: "background_tasks_in_progress",
         kind: Kind::Gauge,
         help: "Queued or running background tasks.",

@@ -179,6 +179,8 @@ pub struct Settings {
     pub siem: SiemSettings,
     pub integration_agent_framework_enabled: bool,
     pub integration_model_provider_enabled: bool,
+    /// `WS_SEND_QUEUE`, `WS_IDLE_TIMEOUT_SECONDS`, `WS_PING_INTERVAL_SECONDS`.
+    pub ws: crate::ws::WsSettings,
 }
 
 /// The configuration errors, one line per variable.
@@ -367,6 +369,15 @@ impl Settings {
         let agent_inactivity_seconds = r.positive("AGENT_INACTIVITY_SECONDS", 300);
         let hitl_risk_threshold = r.float("HITL_RISK_THRESHOLD", 0.8, 0.0, 1.0);
         let hitl_require_approval_id = r.bool("HITL_REQUIRE_APPROVAL_ID", false);
+        let ws = crate::ws::WsSettings {
+            queue: r.positive("WS_SEND_QUEUE", 1024) as usize,
+            idle_timeout: std::time::Duration::from_secs(
+                r.positive("WS_IDLE_TIMEOUT_SECONDS", 120),
+            ),
+            ping_interval: std::time::Duration::from_secs(
+                r.positive("WS_PING_INTERVAL_SECONDS", 30),
+            ),
+        };
         let hitl_approval_ttl_seconds = r
             .raw("HITL_APPROVAL_TTL_SECONDS")
             .map(|_| r.positive("HITL_APPROVAL_TTL_SECONDS", 1));
@@ -580,6 +591,7 @@ impl Settings {
             siem,
             integration_agent_framework_enabled,
             integration_model_provider_enabled,
+            ws,
         })
     }
 }

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use metrics_exporter_prometheus::PrometheusHandle;
 use steward_audit::{AuditService, ChainHasher};
-use steward_core::{Cache, ErrorKind, EventBus, MemoryBus, MemoryCache};
+use steward_core::{Cache, ErrorKind, EventBus, MemoryBus, MemoryCache, MemoryPresence, Presence};
 use steward_discovery::{Discovery, IntegrationSettings};
 use steward_hitl::{Hitl, HitlConfig};
 use steward_identity::{Identity, IdentityConfig};
@@ -18,7 +18,7 @@ use crate::wiring::{
     AuditActivity, DefaultPolicies, HitlApprovals, MeasuredRules, RefreshAgent, RegistryAgents,
     RegistryDirectory, RegistryStatuses,
 };
-use steward_store::redis::{RedisBus, RedisCache, RedisHandle};
+use steward_store::redis::{RedisBus, RedisCache, RedisHandle, RedisPresence};
 use steward_store::{DbPool, DbSettings};
 
 use crate::settings::Settings;
@@ -37,6 +37,8 @@ pub struct AppState {
     pub discovery: Discovery,
     pub policy: PolicyService,
     pub hitl: Hitl,
+    /// This instance's WebSocket connections (events fanned out by tenant).
+    pub ws: Arc<crate::ws::WsHub>,
     /// The remote policy engine when `OPA_URL` is set (`policy` evaluates through it).
     pub opa: Option<Arc<OpaEngine>>,
 }
@@ -209,7 +211,17 @@ impl AppState {
                 sso_providers,
             },
         )?;
+        let presence: Arc<dyn Presence> = match &settings.redis_url {
+            Some(url) => Arc::new(RedisPresence::new(RedisHandle::new(
+                url.expose(),
+                "steward:",
+                CHECK_TIMEOUT,
+            )?)),
+            None => Arc::new(MemoryPresence::new()),
+        };
+        let ws = Arc::new(crate::ws::WsHub::new(presence, settings.ws));
         Ok(AppState {
+            ws,
             settings,
             db,
             cache,

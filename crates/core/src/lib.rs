@@ -13,6 +13,7 @@ pub mod error;
 pub mod event;
 pub mod id;
 pub mod page;
+pub mod presence;
 pub mod principal;
 pub mod role;
 pub mod validate;
@@ -27,6 +28,7 @@ pub use error::{Error, ErrorKind, FieldError, Result};
 pub use event::{Event, Severity};
 pub use id::*;
 pub use page::{Page, PageRequest};
+pub use presence::{MemoryPresence, Presence};
 pub use principal::Principal;
 pub use role::Role;
 

@@ -232,3 +232,86 @@ impl EventBus for RedisBus {
         "redis"
     }
 }
+
+/// The Redis `Presence`: per key a hash `presence:<key>` of instance → count, and per instance
+/// a liveness key `presence-alive:<instance>` with a TTL. `total` sums the live instances'
+/// counts and drops the dead ones' in one script.
+#[derive(Clone)]
+pub struct RedisPresence {
+    handle: RedisHandle,
+    instance: String,
+}
+
+impl RedisPresence {
+    pub fn new(handle: RedisHandle) -> Self {
+        Self {
+            handle,
+            instance: crate::schedule::instance_id(),
+        }
+    }
+}
+
+const PRESENCE_TOTAL_SCRIPT: &str = r#"
+local fields = redis.call('HGETALL', KEYS[1])
+local total = 0
+for i = 1, #fields, 2 do
+  if redis.call('EXISTS', ARGV[1] .. fields[i]) == 1 then
+    total = total + tonumber(fields[i + 1])
+  else
+    redis.call('HDEL', KEYS[1], fields[i])
+  end
+end
+return total
+"#;
+
+#[async_trait]
+impl steward_core::Presence for RedisPresence {
+    async fn set_local(&self, key: &str, count: i64) -> Result<()> {
+        let mut c = self.handle.conn().await?;
+        let hash = self.handle.key(&format!("presence:{key}"));
+        if count <= 0 {
+            let _: i64 = c.hdel(hash, &self.instance).await.map_err(unavailable)?;
+        } else {
+            let _: i64 = c
+                .hset(hash, &self.instance, count)
+                .await
+                .map_err(unavailable)?;
+        }
+        Ok(())
+    }
+
+    async fn total(&self, key: &str) -> Result<i64> {
+        let mut c = self.handle.conn().await?;
+        redis::Script::new(PRESENCE_TOTAL_SCRIPT)
+            .key(self.handle.key(&format!("presence:{key}")))
+            .arg(self.handle.key("presence-alive:"))
+            .invoke_async(&mut *c)
+            .await
+            .map_err(unavailable)
+    }
+
+    async fn refresh(&self) -> Result<()> {
+        let mut c = self.handle.conn().await?;
+        redis::cmd("SET")
+            .arg(
+                self.handle
+                    .key(&format!("presence-alive:{}", self.instance)),
+            )
+            .arg(1)
+            .arg("PX")
+            .arg(steward_core::presence::PRESENCE_TTL.as_millis() as u64)
+            .query_async::<()>(&mut *c)
+            .await
+            .map_err(unavailable)
+    }
+}
+
+impl RedisPresence {
+    /// Another instance's view of the same store (tests of the cross-instance sum).
+    pub fn as_instance(handle: RedisHandle, instance: &str) -> Self {
+        Self {
+            handle,
+            instance: instance.to_owned(),
+        }
+    }
+}

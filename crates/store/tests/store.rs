@@ -142,6 +142,31 @@ async fn redis_bus_conformance() {
         .unwrap_or_else(|e| panic!("{e}"));
 }
 
+#[tokio::test]
+async fn redis_presence_sums_live_instances() {
+    use steward_core::Presence;
+    let Some(url) = redis_url() else {
+        eprintln!("skipped: TEST_REDIS_URL is not set, Redis presence not checked");
+        return;
+    };
+    let prefix = format!("steward-test:{}:", uuid::Uuid::new_v4().simple());
+    let handle =
+        steward_store::redis::RedisHandle::new(&url, &prefix, std::time::Duration::from_secs(2))
+            .unwrap_or_else(|e| panic!("{e}"));
+    let a = steward_store::redis::RedisPresence::as_instance(handle.clone(), "instance-a");
+    let b = steward_store::redis::RedisPresence::as_instance(handle.clone(), "instance-b");
+    steward_core::presence::conformance::run(&a, &b, "p")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    // An instance that never refreshed its liveness (killed) does not count.
+    let dead = steward_store::redis::RedisPresence::as_instance(handle, "instance-dead");
+    a.set_local("q", 1).await.unwrap_or_else(|e| panic!("{e}"));
+    dead.set_local("q", 7)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(a.total("q").await.unwrap_or_else(|e| panic!("{e}")), 1);
+}
+
 // The column types are used by name in the schema; keep them exported.
 #[allow(dead_code)]
 fn _types_are_public(_: DbUuid, _: DbTime, _: DbJson) {}

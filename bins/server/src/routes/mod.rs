@@ -38,5 +38,6 @@ fn api_v1(cfg: &mut web::ServiceConfig) {
         .configure(policies::configure)
         .configure(status::configure)
         .configure(audit::configure)
-        .configure(hitl::configure);
+        .configure(hitl::configure)
+        .service(web::resource("/ws").route(web::get().to(crate::ws::connect)));
 }

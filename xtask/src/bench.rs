@@ -86,15 +86,15 @@ impl Conn {
 pub struct Samples(Vec<u64>);
 
 impl Samples {
-    fn push(&mut self, d: Duration) {
+    pub(crate) fn push(&mut self, d: Duration) {
         self.0.push(d.as_micros() as u64);
     }
 
-    fn merge(&mut self, other: Samples) {
+    pub(crate) fn merge(&mut self, other: Samples) {
         self.0.extend(other.0);
     }
 
-    fn pct(&self, p: f64) -> f64 {
+    pub(crate) fn pct(&self, p: f64) -> f64 {
         if self.0.is_empty() {
             return 0.0;
         }
@@ -127,6 +127,13 @@ pub struct Options {
     pub agents: usize,
     /// An existing tenant key: `search` then skips creating a tenant and registering agents.
     pub key: Option<String>,
+    /// `ws`: events in the burst.
+    pub events: usize,
+    /// `ws`: the server's process id, for its resident memory per connection.
+    pub pid: Option<u32>,
+    /// `ws`: the super admin who creates the listening user.
+    pub super_email: String,
+    pub super_password: String,
 }
 
 impl Options {
@@ -140,6 +147,12 @@ impl Options {
             tenants: 8,
             agents: 1000,
             key: None,
+            events: 10_000,
+            pid: None,
+            super_email: std::env::var("SUPER_ADMIN_EMAIL")
+                .unwrap_or_else(|_| "admin@steward.local".into()),
+            super_password: std::env::var("SUPER_ADMIN_PASSWORD")
+                .unwrap_or_else(|_| "change-me-now".into()),
         };
         let mut it = args.iter();
         while let Some(a) = it.next() {
@@ -161,6 +174,10 @@ impl Options {
                 "--tenants" => o.tenants = v()?.parse()?,
                 "--agents" => o.agents = v()?.parse()?,
                 "--key" => o.key = Some(v()?),
+                "--events" => o.events = v()?.parse()?,
+                "--pid" => o.pid = Some(v()?.parse()?),
+                "--super-email" => o.super_email = v()?,
+                "--super-password" => o.super_password = v()?,
                 other => bail!("unknown option {other}"),
             }
         }
@@ -168,7 +185,7 @@ impl Options {
     }
 }
 
-async fn tenant(o: &Options) -> Result<String> {
+pub(crate) async fn tenant(o: &Options) -> Result<String> {
     let mut c = Conn::open(&o.addr).await?;
     let (s, b) = c
         .call(
@@ -184,7 +201,7 @@ async fn tenant(o: &Options) -> Result<String> {
     Ok(b["api_key"].as_str().unwrap_or_default().to_owned())
 }
 
-async fn register_agents(o: &Options, key: &str, n: usize) -> Result<Vec<String>> {
+pub(crate) async fn register_agents(o: &Options, key: &str, n: usize) -> Result<Vec<String>> {
     let words = [
         "invoice", "parser", "support", "chat", "billing", "search", "report", "etl", "fraud",
         "risk", "crm", "mail",
@@ -291,7 +308,8 @@ pub async fn run(scenario: &str, o: Options) -> Result<()> {
         "heartbeat" => heartbeat(o).await,
         "search" => search(o).await,
         "check" => check(o).await,
-        other => bail!("unknown scenario {other}: login, audit, heartbeat, search, check"),
+        "ws" => crate::bench_ws::ws(o).await,
+        other => bail!("unknown scenario {other}: login, audit, heartbeat, search, check, ws"),
     }
 }
 

@@ -10,6 +10,7 @@
 //!   [--agents A]`: HTTP load against a running server (docs/benchmarks.md).
 
 mod bench;
+mod bench_ws;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

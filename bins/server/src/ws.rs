@@ -402,7 +402,16 @@ async fn serve(
                 }
                 event = reg.events.recv() => {
                     match event {
-                        Some(text) => if session.text(text).await.is_err() { break None; },
+                        Some(text) => {
+                            if session.text(text).await.is_err() { break None; }
+                            // Hand everything already queued to the writer before yielding, so
+                            // that a burst leaves in few socket writes.
+                            let mut failed = false;
+                            while let Ok(more) = reg.events.try_recv() {
+                                if session.text(more).await.is_err() { failed = true; break; }
+                            }
+                            if failed { break None; }
+                        }
                         None => break None,
                     }
                 }

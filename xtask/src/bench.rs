@@ -90,6 +90,10 @@ impl Samples {
         self.0.push(d.as_micros() as u64);
     }
 
+    pub(crate) fn count(&self) -> usize {
+        self.0.len()
+    }
+
     pub(crate) fn merge(&mut self, other: Samples) {
         self.0.extend(other.0);
     }
@@ -104,7 +108,7 @@ impl Samples {
         v[i.min(v.len() - 1)] as f64 / 1000.0
     }
 
-    fn report(&self, what: &str, elapsed: Duration) {
+    pub(crate) fn report(&self, what: &str, elapsed: Duration) {
         println!(
             "{what}: {} requests in {:.1} s = {:.0}/s; latency ms p50 {:.2}, p95 {:.2}, p99 {:.2}, max {:.2}",
             self.0.len(),
@@ -247,7 +251,11 @@ pub(crate) async fn register_agents(o: &Options, key: &str, n: usize) -> Result<
 }
 
 /// Runs `clients` loops of `step` for the duration; returns the merged samples.
-async fn drive<F, Fut>(o: &Options, clients: usize, step: F) -> Result<(Samples, Duration, u64)>
+pub(crate) async fn drive<F, Fut>(
+    o: &Options,
+    clients: usize,
+    step: F,
+) -> Result<(Samples, Duration, u64)>
 where
     F: Fn(usize, u64) -> Fut + Send + Sync + Clone + 'static,
     Fut: std::future::Future<Output = Result<bool>> + Send,
@@ -283,14 +291,14 @@ where
     Ok((all, started.elapsed(), errors.load(Ordering::Relaxed)))
 }
 
-fn pool(addr: &str, n: usize) -> Vec<Arc<tokio::sync::Mutex<Option<Conn>>>> {
+pub(crate) fn pool(addr: &str, n: usize) -> Vec<Arc<tokio::sync::Mutex<Option<Conn>>>> {
     let _ = addr;
     (0..n)
         .map(|_| Arc::new(tokio::sync::Mutex::new(None)))
         .collect()
 }
 
-async fn with_conn<'a>(
+pub(crate) async fn with_conn<'a>(
     slot: &'a tokio::sync::Mutex<Option<Conn>>,
     addr: &str,
 ) -> Result<tokio::sync::MutexGuard<'a, Option<Conn>>> {
@@ -309,6 +317,7 @@ pub async fn run(scenario: &str, o: Options) -> Result<()> {
         "search" => search(o).await,
         "check" => check(o).await,
         "ws" => crate::bench_ws::ws(o).await,
+        "guard" => crate::bench_guard::guard(o).await,
         other => bail!("unknown scenario {other}: login, audit, heartbeat, search, check, ws"),
     }
 }

@@ -10,7 +10,9 @@
 //!   [--agents A]`: HTTP load against a running server (docs/benchmarks.md).
 
 mod bench;
+mod bench_guard;
 mod bench_ws;
+mod guard_eval;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -25,7 +27,7 @@ fn workspace_root() -> PathBuf {
 }
 
 fn usage() -> ExitCode {
-    eprintln!("usage: cargo xtask <migrate | check-migrations | audit-verify ... | bench SCENARIO [options]>");
+    eprintln!("usage: cargo xtask <migrate | check-migrations | audit-verify ... | bench SCENARIO [options] | guard-train | guard-eval>");
     ExitCode::from(2)
 }
 
@@ -121,6 +123,8 @@ fn main() -> ExitCode {
     let result = match cmd.as_str() {
         "migrate" => migrate(),
         "check-migrations" => check_migrations(),
+        "guard-train" => guard_eval::guard_train(&std::env::args().skip(2).collect::<Vec<_>>()),
+        "guard-eval" => guard_eval::guard_eval(&std::env::args().skip(2).collect::<Vec<_>>()),
         "audit-verify" => audit_verify(&std::env::args().skip(2).collect::<Vec<_>>()),
         "bench" => {
             let args: Vec<String> = std::env::args().skip(2).collect();

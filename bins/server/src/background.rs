@@ -36,6 +36,17 @@ pub fn spawn_all(state: &AppState) {
     actix_web::rt::spawn(state.discovery.clone().run_cluster_worker());
     actix_web::rt::spawn(state.ws.clone().run(state.bus.clone()));
     actix_web::rt::spawn(state.policy.clone().listen_for_changes());
+    actix_web::rt::spawn(state.siem.clone().run_writer());
+    actix_web::rt::spawn(state.siem.clone().run_sender());
+    actix_web::rt::spawn(state.anomaly.clone().run_model_listener());
+    actix_web::rt::spawn(state.guard.clone().run_model_listener(state.bus.clone()));
+    // One training runner per instance for every trainable detector (docs/adr/0003).
+    actix_web::rt::spawn(
+        steward_store::training::Runner::new(state.db.clone(), state.bus.clone())
+            .register(steward_anomaly::service::DETECTOR, state.anomaly.trainer())
+            .register(steward_guard::service::DETECTOR, state.guard.trainer())
+            .run(),
+    );
     if let Some(opa) = &state.opa {
         actix_web::rt::spawn(opa.clone().connect());
     }

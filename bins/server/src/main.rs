@@ -46,6 +46,8 @@ async fn run(settings: Settings) -> anyhow::Result<()> {
     }
     // SIGTERM / SIGINT: stop accepting, let in-flight requests finish for up to 10 s, exit 0.
     server.shutdown_timeout(10).run().await?;
+    // Events still queued in memory for SIEM export go to the outbox before exiting.
+    state.siem.shutdown().await;
     tracing::info!("stopped");
     Ok(())
 }

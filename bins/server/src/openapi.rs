@@ -2,7 +2,9 @@
 
 use utoipa::OpenApi;
 
-use crate::routes::{agents, audit, discovery, health, hitl, identity, policies, status};
+use crate::routes::{
+    agents, anomalies, audit, discovery, guard, health, hitl, identity, policies, siem, status,
+};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -20,6 +22,14 @@ use crate::routes::{agents, audit, discovery, health, hitl, identity, policies, 
         policies::templates, policies::check, policies::list, policies::create,
         status::stats,
         hitl::request, hitl::status, hitl::pending, hitl::approve, hitl::reject,
+        guard::health, guard::validate, guard::stats, guard::detector_status, guard::detector_metrics,
+        guard::detector_versions, guard::feedback, guard::chat,
+        guard::train, guard::training_status, guard::rollback, guard::cancel,
+        siem::status, siem::test,
+        anomalies::report, anomalies::list, anomalies::get, anomalies::set_status, anomalies::stats,
+        anomalies::detector_status, anomalies::detector_metrics, anomalies::versions,
+        anomalies::feedback, anomalies::train, anomalies::training_status,
+        anomalies::latest_training, anomalies::cancel, anomalies::rollback,
     ),
     components(schemas(health::RootInfo, health::Health, health::Readiness, health::Checks)),
     modifiers(&SecuritySchemes),
@@ -33,7 +43,10 @@ use crate::routes::{agents, audit, discovery, health, hitl, identity, policies, 
         (name = "agents", description = "The agent registry"),
         (name = "policies", description = "Rego policies and policy checks"),
         (name = "discovery", description = "Shadow-agent discovery, integrations and inbound webhooks"),
+        (name = "guard", description = "The prompt guard and the guarded gateway"),
         (name = "hitl", description = "Human approval of risky actions, bound to the exact action"),
+        (name = "siem", description = "SIEM export status and test event"),
+        (name = "anomalies", description = "Anomaly reports, scoring, and the per-tenant anomaly detector"),
     ),
 )]
 pub struct ApiDoc;

@@ -129,6 +129,8 @@ pub struct SiemSettings {
     pub host: String,
     pub port: u16,
     pub tls: bool,
+    /// `SIEM_TLS_CA_FILE`: PEM CA(s) trusted for syslog TLS and HTTPS receivers.
+    pub tls_ca_file: Option<String>,
     pub batch_size: usize,
     pub batch_timeout_seconds: u64,
     pub max_retries: u32,
@@ -513,6 +515,7 @@ impl Settings {
             host: r.string("SIEM_HOST", "localhost"),
             port: r.parse("SIEM_PORT", 514, "a port number (0-65535)"),
             tls: r.bool("SIEM_TLS", false),
+            tls_ca_file: r.optional("SIEM_TLS_CA_FILE"),
             batch_size: r.positive("SIEM_BATCH_SIZE", 100) as usize,
             batch_timeout_seconds: r.positive("SIEM_BATCH_TIMEOUT", 5),
             max_retries: r.parse("SIEM_MAX_RETRIES", 3, "a non-negative integer"),

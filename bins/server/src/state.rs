@@ -9,14 +9,12 @@ use steward_core::{Cache, ErrorKind, EventBus, MemoryBus, MemoryCache, MemoryPre
 use steward_discovery::{Discovery, IntegrationSettings};
 use steward_hitl::{Hitl, HitlConfig};
 use steward_identity::{Identity, IdentityConfig};
-use steward_policy::{
-    EmbeddedEngine, OpaEngine, OpaSettings, PolicyConfig, PolicyService, RulesScorer,
-};
+use steward_policy::{EmbeddedEngine, OpaEngine, OpaSettings, PolicyConfig, PolicyService};
 use steward_registry::Registry;
 
 use crate::wiring::{
-    AuditActivity, DefaultPolicies, HitlApprovals, MeasuredRules, RefreshAgent, RegistryAgents,
-    RegistryDirectory, RegistryStatuses,
+    AuditActivity, DefaultPolicies, HitlApprovals, RefreshAgent, RegistryAgents, RegistryDirectory,
+    RegistryStatuses,
 };
 use steward_store::redis::{RedisBus, RedisCache, RedisHandle, RedisPresence};
 use steward_store::{DbPool, DbSettings};
@@ -37,10 +35,14 @@ pub struct AppState {
     pub discovery: Discovery,
     pub policy: PolicyService,
     pub hitl: Hitl,
+    pub guard: steward_guard::Guard,
     /// This instance's WebSocket connections (events fanned out by tenant).
     pub ws: Arc<crate::ws::WsHub>,
     /// The remote policy engine when `OPA_URL` is set (`policy` evaluates through it).
     pub opa: Option<Arc<OpaEngine>>,
+    /// SIEM export (the bus handed to the services queues events for it when enabled).
+    pub siem: steward_siem::Siem,
+    pub anomaly: steward_anomaly::service::Detector,
 }
 
 /// How long one readiness check may take.
@@ -130,6 +132,8 @@ impl AppState {
         cache: Arc<dyn Cache>,
         bus: Arc<dyn EventBus>,
     ) -> steward_core::Result<AppState> {
+        let siem = steward_siem::Siem::new(db.clone(), crate::routes::siem::config(&settings));
+        let bus = siem.wrap_bus(bus);
         let signing_key = settings
             .audit_signing_enabled
             .then(|| settings.audit_signing_key.expose().as_bytes().to_vec());
@@ -156,12 +160,48 @@ impl AppState {
                 model_provider_enabled: settings.integration_model_provider_enabled,
             },
         );
-        // Until the anomaly detector lands, risk is scored by the contract's rule heuristics.
+        let anomaly = build_anomaly(&settings, &db, &bus, &registry, &discovery);
+        let audit = audit.with_hook(Arc::new(crate::wiring::AfterWriteAll(vec![
+            Arc::new(RefreshAgent::new(registry.clone())),
+            Arc::new(crate::wiring::AnomalySamples(anomaly.clone())),
+        ])));
         let policy_config = PolicyConfig {
             hitl_risk_threshold: settings.hitl_risk_threshold,
             require_approval_id: settings.hitl_require_approval_id,
             ..PolicyConfig::default()
         };
+        let g = &settings.guard;
+        let guard = steward_guard::Guard::new(
+            db.clone(),
+            cache.clone(),
+            Arc::new(audit.clone()),
+            Arc::new(crate::wiring::RegistryResolver(registry.clone())),
+            steward_guard::GuardConfig {
+                enabled: g.enabled,
+                aggregate: steward_guard::AggregateConfig {
+                    rules_enabled: g.enable_rules,
+                    ml_enabled: g.enable_ml,
+                    policy_engine_enabled: g.enable_policy_engine,
+                    rule_weight: g.rule_weight,
+                    ml_weight: g.ml_weight,
+                    policy_engine_weight: g.policy_engine_weight,
+                    threshold_block: g.threshold_block,
+                    threshold_warn: g.threshold_warn,
+                    rule_threshold: g.rule_threshold,
+                    ml_threshold: g.ml_threshold,
+                },
+                cache_ttl: Duration::from_secs(g.cache_ttl_seconds),
+                max_prompt_chars: g.max_prompt_chars,
+                model_backend: g.model_backend.clone(),
+                min_training_samples: g.min_training_samples,
+            },
+            steward_policy::guard_module(),
+            if g.enable_ml {
+                steward_guard::bootstrap_model()
+            } else {
+                None
+            },
+        );
         let hitl = Hitl::new(
             db.clone(),
             bus.clone(),
@@ -176,7 +216,7 @@ impl AppState {
             bus.clone(),
             Arc::new(audit.clone()),
             Arc::new(RegistryAgents(registry.clone())),
-            Arc::new(MeasuredRules(RulesScorer::new(settings.anomaly.threshold))),
+            Arc::new(crate::wiring::DetectorRisk(anomaly.clone())),
             policy_config.clone(),
         )
         .with_approvals(Arc::new(HitlApprovals(hitl.clone())));
@@ -234,7 +274,56 @@ impl AppState {
             discovery,
             policy,
             hitl,
+            guard,
             opa,
+            siem,
+            anomaly,
         })
     }
+}
+
+/// The anomaly detector: reports, the in-memory scorer, the model codec, its settings.
+fn build_anomaly(
+    settings: &Settings,
+    db: &DbPool,
+    bus: &Arc<dyn EventBus>,
+    registry: &Registry,
+    discovery: &Discovery,
+) -> steward_anomaly::service::Detector {
+    use steward_anomaly::scorer::{ScoreConfig, Scorer};
+    let a = &settings.anomaly;
+    let backend = match a.model_backend.as_str() {
+        "onnx" => "onnx",
+        "hybrid" => "hybrid",
+        _ => "sklearn",
+    };
+    let scorer = Arc::new(Scorer::new(ScoreConfig {
+        ml_weight: a.risk_ml_weight,
+        threshold: a.threshold,
+        ml_timeout: Duration::from_secs_f64(a.ml_timeout_seconds.max(0.001)),
+        ml_enabled: a.model_backend != "rules",
+        backend,
+    }));
+    let reports = steward_anomaly::reports::Reports::new(
+        db.clone(),
+        bus.clone(),
+        Arc::new(crate::wiring::AnomalyHooks {
+            registry: registry.clone(),
+            discovery: discovery.clone(),
+            scorer: scorer.clone(),
+        }),
+    );
+    steward_anomaly::service::Detector::new(
+        db.clone(),
+        bus.clone(),
+        reports,
+        scorer,
+        Arc::new(steward_anomaly::detector::BaselineCodec),
+        steward_anomaly::service::DetectorConfig {
+            contamination: a.contamination,
+            min_training_samples: i64::try_from(a.min_training_samples).unwrap_or(i64::MAX),
+            auto_retrain_events: a.auto_retrain_events,
+            onnx_loaded: false,
+        },
+    )
 }

@@ -188,3 +188,112 @@ impl steward_policy::ApprovalGate for HitlApprovals {
             .await
     }
 }
+
+/// The guard resolves an `agent_id` reference (a UUID or a name) in the registry.
+pub struct RegistryResolver(pub Registry);
+
+#[async_trait]
+impl steward_guard::AgentResolver for RegistryResolver {
+    async fn resolve(&self, tenant: TenantId, reference: &str) -> Result<Option<AgentId>> {
+        let reference = reference.trim();
+        if let Ok(id) = reference.parse::<AgentId>() {
+            if self.0.find_cached(tenant, id).await?.is_some() {
+                return Ok(Some(id));
+            }
+        }
+        self.0.id_by_name(tenant, reference).await
+    }
+}
+
+/// What anomaly reports need from the registry (agent ids) and discovery (orphan reports),
+/// and the detector's composite score for manual reports.
+pub struct AnomalyHooks {
+    pub registry: Registry,
+    pub discovery: steward_discovery::Discovery,
+    pub scorer: std::sync::Arc<steward_anomaly::scorer::Scorer>,
+}
+
+#[async_trait]
+impl steward_anomaly::reports::ReportHooks for AnomalyHooks {
+    async fn agent_registered(&self, tenant: TenantId, agent: uuid::Uuid) -> Result<bool> {
+        Ok(self
+            .registry
+            .find_cached(tenant, AgentId(agent))
+            .await?
+            .is_some())
+    }
+
+    async fn score(&self, tenant: TenantId, event_data: &serde_json::Value) -> f64 {
+        self.scorer.score(tenant, event_data).await.risk
+    }
+
+    async fn orphan(&self, tenant: TenantId, agent_name: &str, event_data: &serde_json::Value) {
+        if let Err(e) = self
+            .discovery
+            .feed(tenant, agent_name, None, "anomaly", event_data.clone())
+            .await
+        {
+            tracing::warn!(error = %e, "orphan anomaly report fed no discovery candidate");
+        }
+    }
+}
+
+/// The anomaly detector in every policy check: the composite score (rules + the tenant's
+/// model under the hard ML time-out) and the automatic report when the flag is true.
+pub struct DetectorRisk(pub steward_anomaly::service::Detector);
+
+#[async_trait]
+impl steward_policy::RiskScorer for DetectorRisk {
+    async fn assess(
+        &self,
+        event: steward_policy::RiskEvent<'_>,
+        reason: &steward_policy::ReasonFn<'_>,
+    ) -> Result<steward_policy::RiskAssessment> {
+        let agent_id = event.agent.map(|a| a.id.0);
+        let ev = serde_json::json!({
+            "agent_id": agent_id,
+            "action": event.action,
+            "resource": event.resource,
+            "context": event.context,
+        });
+        let s = self.0.scorer.score(event.tenant, &ev).await;
+        let report_id = if s.is_anomaly {
+            let data = event.report_event_data(&reason(s.risk), s.risk);
+            let report = self
+                .0
+                .reports
+                .insert(event.tenant, agent_id, s.risk, "auto", data)
+                .await?;
+            Some(report.id.to_string())
+        } else {
+            None
+        };
+        Ok(steward_policy::RiskAssessment {
+            risk_score: s.risk,
+            is_anomaly: s.is_anomaly,
+            report_id,
+        })
+    }
+}
+
+/// Several after-write hooks in order.
+pub struct AfterWriteAll(pub Vec<std::sync::Arc<dyn AfterWrite>>);
+
+#[async_trait]
+impl AfterWrite for AfterWriteAll {
+    async fn agent_entry_written(&self, tenant: TenantId, agent: AgentId) {
+        for hook in &self.0 {
+            hook.agent_entry_written(tenant, agent).await;
+        }
+    }
+}
+
+/// Each audit entry with an agent id is a training sample: counts toward auto-retrain.
+pub struct AnomalySamples(pub steward_anomaly::service::Detector);
+
+#[async_trait]
+impl AfterWrite for AnomalySamples {
+    async fn agent_entry_written(&self, tenant: TenantId, _agent: AgentId) {
+        self.0.sample_added(tenant).await;
+    }
+}

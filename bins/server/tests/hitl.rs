@@ -7,36 +7,6 @@ mod common;
 use common::{Cred, TestApp, User};
 use serde_json::{json, Value};
 
-/// Like `app_test!`, with extra settings.
-macro_rules! hitl_test {
-    ($name:ident, $extra:expr, |$app:ident| $body:block) => {
-        mod $name {
-            #[allow(unused_imports)]
-            use super::*;
-
-            #[actix_web::test]
-            async fn sqlite() {
-                let db = steward_store::testing::TestDb::sqlite()
-                    .await
-                    .unwrap_or_else(|e| panic!("sqlite test database: {e}"));
-                let $app = TestApp::on(db, $extra).await;
-                $body
-            }
-
-            #[actix_web::test]
-            async fn postgres() {
-                let Some(db) = steward_store::testing::TestDb::postgres().await else {
-                    eprintln!("skipped: TEST_DATABASE_URL is not set, PostgreSQL variant not run");
-                    return;
-                };
-                let db = db.unwrap_or_else(|e| panic!("postgres test database: {e}"));
-                let $app = TestApp::on(db, $extra).await;
-                $body
-            }
-        }
-    };
-}
-
 struct Setup {
     key: Cred,
     analyst: User,
@@ -107,7 +77,7 @@ async fn approved(
     id
 }
 
-hitl_test!(bound_approval_is_single_use, &[], |app| {
+app_test!(bound_approval_is_single_use, &[], |app| {
     let s = setup(&app, "hitl-single-use").await;
     let ctx = json!({"ticket": "T-1", "records": 3});
     let first = check(
@@ -173,7 +143,7 @@ hitl_test!(bound_approval_is_single_use, &[], |app| {
     assert_eq!(items[0]["agent_id"], json!(s.agent));
 });
 
-hitl_test!(approval_for_another_action_is_refused, &[], |app| {
+app_test!(approval_for_another_action_is_refused, &[], |app| {
     let s = setup(&app, "hitl-mismatch").await;
     let other_agent = {
         let Cred::Key(k) = &s.key else { unreachable!() };
@@ -256,7 +226,7 @@ hitl_test!(approval_for_another_action_is_refused, &[], |app| {
     assert_eq!(r["allowed"], true, "{r}");
 });
 
-hitl_test!(approval_of_another_tenant_is_refused, &[], |app| {
+app_test!(approval_of_another_tenant_is_refused, &[], |app| {
     let a = setup(&app, "hitl-tenant-a").await;
     let b = setup(&app, "hitl-tenant-b").await;
     let id = approved(&app, &a, "delete_data", "r", json!({})).await;
@@ -288,7 +258,7 @@ hitl_test!(approval_of_another_tenant_is_refused, &[], |app| {
     assert_eq!(r["allowed"], false, "{r}");
 });
 
-hitl_test!(
+app_test!(
     unapproved_and_rejected_requests_do_not_approve,
     &[],
     |app| {
@@ -347,7 +317,7 @@ hitl_test!(
     }
 );
 
-hitl_test!(bare_approved_flag_keeps_working_by_default, &[], |app| {
+app_test!(bare_approved_flag_keeps_working_by_default, &[], |app| {
     let s = setup(&app, "hitl-bare-default").await;
     let r = check(
         &app,
@@ -361,7 +331,7 @@ hitl_test!(bare_approved_flag_keeps_working_by_default, &[], |app| {
     assert_eq!(r["allowed"], true, "{r}");
 });
 
-hitl_test!(
+app_test!(
     bare_approved_flag_is_refused_when_an_approval_id_is_required,
     &[("HITL_REQUIRE_APPROVAL_ID", "true")],
     |app| {
@@ -399,7 +369,7 @@ hitl_test!(
     }
 );
 
-hitl_test!(
+app_test!(
     approval_expires_after_its_ttl,
     &[("HITL_APPROVAL_TTL_SECONDS", "1")],
     |app| {
@@ -423,7 +393,7 @@ hitl_test!(
     }
 );
 
-hitl_test!(concurrent_decisions_decide_once, &[], |app| {
+app_test!(concurrent_decisions_decide_once, &[], |app| {
     let s = setup(&app, "hitl-race").await;
     let other = {
         let r = app

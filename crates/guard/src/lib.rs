@@ -1,1 +1,45 @@
-//! The guard domain (see docs/architecture.md). Built in a later issue.
+//! The prompt guard (contract 17): normalisation, the rule and ML detectors and their
+//! aggregation (`engine`), and the service that adds the policy-engine detector, the cache,
+//! statistics, feedback and audit entries. See docs/guard.md.
+
+pub mod engine;
+pub mod ml;
+pub mod normalize;
+pub mod rules;
+
+pub use engine::{
+    aggregate, AggregateConfig, Analysis, Detection, DetectorKind, GuardEngine, ThreatLevel,
+};
+pub use ml::{Metrics, MlModel, FEATURE_VERSION};
+pub mod service;
+
+pub use service::{AgentResolver, Guard, GuardConfig, GuardResult};
+
+/// The built-in model shipped in `fixtures/guard/model.bin` (see fixtures/guard/README.md),
+/// else one trained at start-up on the built-in corpus `fixtures/guard/corpus.jsonl`.
+pub fn bootstrap_model() -> Option<MlModel> {
+    static SHIPPED: &[u8] = include_bytes!("../../../fixtures/guard/model.bin");
+    match MlModel::from_bytes(SHIPPED) {
+        Ok(m) => return Some(m),
+        Err(e) if !SHIPPED.is_empty() => {
+            tracing::warn!(error = %e, "the shipped guard model is unusable; training on the built-in corpus")
+        }
+        Err(_) => {}
+    }
+    let samples = builtin_corpus();
+    MlModel::train(&samples, &mut |_| true).ok()
+}
+
+/// The built-in corpus: attacks of every category and hard benign prompts.
+pub fn builtin_corpus() -> Vec<(String, bool)> {
+    include_str!("../../../fixtures/guard/corpus.jsonl")
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| {
+            Some((
+                v.get("text")?.as_str()?.to_owned(),
+                v.get("label")?.as_i64()? == 1,
+            ))
+        })
+        .collect()
+}

@@ -377,6 +377,17 @@ impl Identity {
         let Some(user) = user else {
             // Same work as a real check, so that unknown e-mails cannot be told apart by time.
             let _ = verify_password_async(self.dummy_hash.to_string(), password).await;
+            // No tenant, so no audit chain: the attempt is still an event for SIEM export,
+            // under the nil tenant (no WebSocket client belongs to it).
+            publish(
+                &self.bus,
+                Event::new(
+                    "user.login_failed",
+                    TenantId(uuid::Uuid::nil()),
+                    Severity::Warning,
+                    json!({"email": email, "reason": "unknown user"}),
+                ),
+            );
             return Err(invalid());
         };
         let Some(stored) = user.password_hash.clone() else {
@@ -391,7 +402,7 @@ impl Identity {
                 Some(user_id),
                 "user.login_failed",
                 format!("user:{user_id}"),
-                json!({"reason": "wrong password"}),
+                json!({"reason": "wrong password", "email": email}),
             )
             .await;
             return Err(invalid());

@@ -650,23 +650,21 @@ impl PolicyService {
         // Approvals (docs/hitl.md): a presented `approval_id` counts only when the HITL service
         // vouches for it; a bare `approved: true` counts unless HITL_REQUIRE_APPROVAL_ID.
         let presented = context.get("approval_id").map(|v| v.as_str().unwrap_or(""));
+        let presented_as = |approval_id| PresentedApproval {
+            tenant: p.tenant,
+            approval_id,
+            agent_id: &agent_id,
+            action: &action,
+            resource: &resource,
+            context: &context,
+        };
         let mut effective = context.clone();
         let mut refusal: Option<String> = None;
         let mut bound = false;
         match presented {
             Some(approval_id) => {
                 let verdict = match &self.approvals {
-                    Some(gate) => {
-                        gate.validate(PresentedApproval {
-                            tenant: p.tenant,
-                            approval_id,
-                            agent_id: &agent_id,
-                            action: &action,
-                            resource: &resource,
-                            context: &context,
-                        })
-                        .await?
-                    }
+                    Some(gate) => gate.validate(presented_as(approval_id)).await?,
                     None => Err("approvals are not available".to_owned()),
                 };
                 match verdict {
@@ -704,17 +702,7 @@ impl PolicyService {
             .await?;
         if bound && decision.allowed {
             let consumed = match (&self.approvals, presented) {
-                (Some(gate), Some(approval_id)) => {
-                    gate.consume(PresentedApproval {
-                        tenant: p.tenant,
-                        approval_id,
-                        agent_id: &agent_id,
-                        action: &action,
-                        resource: &resource,
-                        context: &context,
-                    })
-                    .await?
-                }
+                (Some(gate), Some(approval_id)) => gate.consume(presented_as(approval_id)).await?,
                 _ => false,
             };
             if !consumed {

@@ -515,6 +515,21 @@ impl Registry {
         }
     }
 
+    /// The id of the tenant's agent named `name` (names are unique per tenant).
+    pub async fn id_by_name(&self, tenant: TenantId, name: &str) -> Result<Option<AgentId>> {
+        let id: Option<Id> = with_conn!(&self.db, conn => {
+            agents::table
+                .filter(agents::tenant_id.eq(Id(tenant.0)))
+                .filter(agents::name.eq(name))
+                .select(agents::id)
+                .first(conn)
+                .await
+                .optional()
+                .db()
+        })?;
+        Ok(id.map(|i| i.into_id()))
+    }
+
     /// The number of agents of a tenant, whatever their status (for statistics).
     pub async fn count(&self, tenant: TenantId) -> Result<i64> {
         with_conn!(&self.db, conn => {

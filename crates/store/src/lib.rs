@@ -8,6 +8,7 @@ pub mod redis;
 pub mod schedule;
 pub mod schema;
 pub mod testing;
+pub mod training;
 pub mod types;
 
 pub use pool::{Backend, DbPool, DbSettings, DbTarget};

@@ -252,3 +252,118 @@ diesel::table! {
         consumed_at -> Nullable<DbTime>,
     }
 }
+
+// --- siem ---
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::*;
+
+    siem_outbox (id) {
+        id -> BigInt,
+        tenant_id -> DbUuid,
+        event_type -> Text,
+        payload -> DbJson,
+        status -> Text,
+        attempts -> Integer,
+        maybe_sent -> Bool,
+        next_attempt_at -> DbTime,
+        last_error -> Nullable<Text>,
+        created_at -> DbTime,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+
+    siem_stats (name) {
+        name -> Text,
+        sent -> BigInt,
+        failed -> BigInt,
+        duplicates -> BigInt,
+        retries -> BigInt,
+        last_error -> Nullable<Text>,
+    }
+}
+
+// --- guard ---
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::*;
+
+    guard_feedback (id) {
+        id -> DbUuid,
+        tenant_id -> DbUuid,
+        prompt -> Text,
+        label -> Integer,
+        audit_id -> Nullable<DbUuid>,
+        created_at -> DbTime,
+    }
+}
+
+// --- training (shared model store) ---
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::*;
+
+    model_versions (tenant_id, detector, version) {
+        tenant_id -> DbUuid,
+        detector -> Text,
+        version -> Integer,
+        model -> Binary,
+        feature_version -> Text,
+        library_version -> Text,
+        metrics -> DbJson,
+        sample_count -> BigInt,
+        task_id -> Nullable<DbUuid>,
+        created_at -> DbTime,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::*;
+
+    model_active (tenant_id, detector) {
+        tenant_id -> DbUuid,
+        detector -> Text,
+        version -> Integer,
+        updated_at -> DbTime,
+    }
+}
+
+// --- anomaly ---
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::*;
+
+    anomaly_reports (id) {
+        id -> DbUuid,
+        tenant_id -> DbUuid,
+        agent_id -> Nullable<DbUuid>,
+        risk_score -> Double,
+        source -> Text,
+        status -> Text,
+        event_data -> DbJson,
+        created_at -> DbTime,
+        updated_at -> DbTime,
+    }
+}
+
+diesel::table! {
+    use diesel::sql_types::*;
+    use crate::types::*;
+
+    anomaly_feedback (id) {
+        id -> DbUuid,
+        tenant_id -> DbUuid,
+        event_data -> DbJson,
+        label -> Integer,
+        source -> Text,
+        report_id -> Nullable<DbUuid>,
+        created_at -> DbTime,
+    }
+}

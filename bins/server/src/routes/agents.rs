@@ -75,7 +75,13 @@ pub async fn details(
     });
     body["recent_audit"] = json!(recent?);
     body["average_risk_score"] = json!(average?);
-    body["anomaly_count"] = json!(0);
+    body["anomaly_count"] = json!(
+        state
+            .anomaly
+            .reports
+            .count_for_agent(p.tenant, agent_id.0)
+            .await?
+    );
     body["discovery"] = json!(discovered?);
     ok(body)
 }

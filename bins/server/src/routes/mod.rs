@@ -1,13 +1,16 @@
 //! Route registration: one `configure` per area.
 
 pub mod agents;
+pub mod anomalies;
 pub mod audit;
 pub mod discovery;
+pub mod guard;
 pub mod health;
 pub mod hitl;
 pub mod identity;
 pub mod policies;
 pub mod reply;
+pub mod siem;
 pub mod status;
 
 use actix_web::web;
@@ -39,5 +42,8 @@ fn api_v1(cfg: &mut web::ServiceConfig) {
         .configure(status::configure)
         .configure(audit::configure)
         .configure(hitl::configure)
+        .configure(anomalies::configure)
+        .configure(guard::configure)
+        .configure(siem::configure)
         .service(web::resource("/ws").route(web::get().to(crate::ws::connect)));
 }

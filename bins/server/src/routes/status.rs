@@ -63,12 +63,14 @@ pub async fn status(state: web::Data<AppState>, caller: ApiCaller) -> ApiResult<
 pub async fn stats(state: web::Data<AppState>, caller: ApiCaller) -> ApiResult<HttpResponse> {
     caller.0.authorize(Op::StatsRead)?;
     let tenant = caller.0.tenant;
-    let (agents, policies, activity, pending_hitl) = futures_util::try_join!(
+    let (agents, policies, activity, pending_hitl, anomalies) = futures_util::try_join!(
         state.registry.count(tenant),
         state.policy.count_active(tenant),
         state.audit.daily_counts(tenant, 7),
         state.hitl.pending_count(tenant),
+        state.anomaly.reports.total(tenant),
     )?;
+    let (guard_blocked, guard_avg_ms, guard_top) = state.guard.dashboard(tenant);
     let activities: Vec<_> = activity
         .into_iter()
         .map(|(day, count)| json!({"date": day.to_string(), "count": count}))
@@ -76,7 +78,11 @@ pub async fn stats(state: web::Data<AppState>, caller: ApiCaller) -> ApiResult<H
     ok(json!({
         "total_agents": agents,
         "active_policies": policies,
+        "total_anomalies": anomalies,
         "pending_hitl": pending_hitl,
+        "guard_blocked": guard_blocked,
+        "guard_avg_ms": guard_avg_ms,
+        "guard_top_patterns": guard_top,
         "activities": activities,
     }))
 }

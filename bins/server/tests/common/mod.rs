@@ -146,6 +146,10 @@ impl TestApp {
 #[macro_export]
 macro_rules! app_test {
     ($name:ident, |$app:ident| $body:block) => {
+        app_test!($name, &[], |$app| $body);
+    };
+    // With extra settings (`&[("NAME", "value")]`).
+    ($name:ident, $extra:expr, |$app:ident| $body:block) => {
         mod $name {
             #[allow(unused_imports)]
             use super::*;
@@ -155,7 +159,7 @@ macro_rules! app_test {
                 let db = steward_store::testing::TestDb::sqlite()
                     .await
                     .unwrap_or_else(|e| panic!("sqlite test database: {e}"));
-                let $app = $crate::common::TestApp::on(db, &[]).await;
+                let $app = $crate::common::TestApp::on(db, $extra).await;
                 $body
             }
 
@@ -166,7 +170,7 @@ macro_rules! app_test {
                     return;
                 };
                 let db = db.unwrap_or_else(|e| panic!("postgres test database: {e}"));
-                let $app = $crate::common::TestApp::on(db, &[]).await;
+                let $app = $crate::common::TestApp::on(db, $extra).await;
                 $body
             }
         }

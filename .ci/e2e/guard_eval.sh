@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The prompt guard's quality on the public labelled sets: leave-one-source-out and 5-fold
+# (cargo xtask guard-eval), printed into the CI log; and the obfuscation tests.
+set -euo pipefail
+ROOT="${ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
+SHARED="${SHARED:-$ROOT/../shared}"
+cd "$ROOT"
+cargo xtask guard-eval --data "$SHARED/guard-data"

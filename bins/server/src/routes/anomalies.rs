@@ -1,0 +1,230 @@
+//! Anomaly reports and the anomaly detector (contract 15).
+
+use actix_web::{web, HttpResponse};
+
+use crate::auth::ApiCaller;
+use crate::error::ApiResult;
+use crate::extract::{QueryPairs, RawBody};
+use crate::routes::reply::{created, ok};
+use crate::state::AppState;
+
+type State = web::Data<AppState>;
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(web::resource("/anomalies/report").route(web::post().to(report)))
+        .service(web::resource("/anomalies/stats").route(web::get().to(stats)))
+        .service(web::resource("/anomalies/detector/status").route(web::get().to(detector_status)))
+        .service(
+            web::resource("/anomalies/detector/metrics").route(web::get().to(detector_metrics)),
+        )
+        .service(web::resource("/anomalies/detector/versions").route(web::get().to(versions)))
+        .service(web::resource("/anomalies/detector/feedback").route(web::post().to(feedback)))
+        .service(web::resource("/anomalies/detector/train").route(web::post().to(train)))
+        .service(
+            web::resource("/anomalies/detector/training-status/{task_id}")
+                .route(web::get().to(training_status)),
+        )
+        .service(
+            web::resource("/anomalies/detector/training/status")
+                .route(web::get().to(latest_training)),
+        )
+        .service(web::resource("/anomalies/detector/cancel").route(web::delete().to(cancel)))
+        .service(
+            web::resource("/anomalies/detector/rollback/{version}").route(web::post().to(rollback)),
+        )
+        .service(web::resource("/anomalies").route(web::get().to(list)))
+        .service(
+            web::resource("/anomalies/{id}")
+                .route(web::get().to(get))
+                .route(web::patch().to(set_status)),
+        );
+}
+
+/// Report an anomaly (201); the risk is `event_data.risk_score` or the composite score.
+#[utoipa::path(post, path = "/api/v1/anomalies/report", tag = "anomalies",
+    security(("ApiKey" = []), ("bearer" = [])),
+    request_body(content = serde_json::Value, description = "`{agent_id?, event_data, source?}`",
+        example = json!({"agent_id": null, "event_data": {"action": "disable_audit", "resource": "audit/config"}, "source": "manual"})),
+    responses((status = 201, description = "The report"),
+              (status = 401, description = "No or invalid credentials", content_type = "application/problem+json"),
+              (status = 403, description = "Role below developer", content_type = "application/problem+json"),
+              (status = 422, description = "Invalid field or unknown agent", content_type = "application/problem+json")))]
+pub async fn report(state: State, caller: ApiCaller, body: RawBody) -> ApiResult<HttpResponse> {
+    created(state.anomaly.reports.create(&caller.0, &body.0).await?)
+}
+
+/// Reports, newest first, filtered by `status`, `source`, `agent_id`.
+#[utoipa::path(get, path = "/api/v1/anomalies", tag = "anomalies",
+    security(("ApiKey" = []), ("bearer" = [])),
+    params(("skip" = Option<i64>, Query, minimum = 0), ("limit" = Option<i64>, Query, minimum = 1, maximum = 200),
+           ("status" = Option<String>, Query), ("source" = Option<String>, Query), ("agent_id" = Option<String>, Query)),
+    responses((status = 200, description = "Envelope `{items, total, skip, limit}`"),
+              (status = 401, description = "No or invalid credentials", content_type = "application/problem+json"),
+              (status = 403, description = "Role below security_analyst", content_type = "application/problem+json"),
+              (status = 422, description = "Invalid filter or paging", content_type = "application/problem+json")))]
+pub async fn list(state: State, caller: ApiCaller, q: QueryPairs) -> ApiResult<HttpResponse> {
+    ok(state.anomaly.reports.list(&caller.0, &q.0).await?)
+}
+
+/// One report.
+#[utoipa::path(get, path = "/api/v1/anomalies/{id}", tag = "anomalies",
+    security(("ApiKey" = []), ("bearer" = [])),
+    params(("id" = String, Path, description = "Report id")),
+    responses((status = 200, description = "The report"),
+              (status = 401, description = "No or invalid credentials", content_type = "application/problem+json"),
+              (status = 403, description = "Role below security_analyst", content_type = "application/problem+json"),
+              (status = 404, description = "No such report in this tenant", content_type = "application/problem+json")))]
+pub async fn get(
+    state: State,
+    caller: ApiCaller,
+    id: web::Path<String>,
+) -> ApiResult<HttpResponse> {
+    ok(state.anomaly.reports.get(&caller.0, &id).await?)
+}
+
+/// Set a report's investigation status.
+#[utoipa::path(patch, path = "/api/v1/anomalies/{id}", tag = "anomalies",
+    security(("ApiKey" = []), ("bearer" = [])),
+    params(("id" = String, Path, description = "Report id")),
+    request_body(content = serde_json::Value, description = "`{status}`", example = json!({"status": "investigating"})),
+    responses((status = 200, description = "The report"),
+              (status = 401, description = "No or invalid credentials", content_type = "application/problem+json"),
+              (status = 403, description = "Role below security_analyst", content_type = "application/problem+json"),
+              (status = 404, description = "No such report in this tenant", content_type = "application/problem+json"),
+              (status = 422, description = "Unknown status", content_type = "application/problem+json")))]
+pub async fn set_status(
+    state: State,
+    caller: ApiCaller,
+    id: web::Path<String>,
+    body: RawBody,
+) -> ApiResult<HttpResponse> {
+    ok(state
+        .anomaly
+        .reports
+        .set_status(&caller.0, &id, &body.0)
+        .await?)
+}
+
+/// Report counts by status and source, average risk, last 24 hours.
+#[utoipa::path(get, path = "/api/v1/anomalies/stats", tag = "anomalies",
+    security(("ApiKey" = []), ("bearer" = [])),
+    responses((status = 200, description = "Statistics"),
+              (status = 401, description = "No or invalid credentials", content_type = "application/problem+json"),
+              (status = 403, description = "Role below security_analyst", content_type = "application/problem+json")))]
+pub async fn stats(state: State, caller: ApiCaller) -> ApiResult<HttpResponse> {
+    ok(state.anomaly.reports.stats(&caller.0).await?)
+}
+
+/// The tenant's detector: active version, backend, training status, samples.
+#[utoipa::path(get, path = "/api/v1/anomalies/detector/status", tag = "anomalies",
+    security(("ApiKey" = []), ("bearer" = [])),
+    responses((status = 200, description = "Detector status"),
+              (status = 401, description = "No or invalid credentials", content_type = "application/problem+json"),
+              (status = 403, description = "Role below security_analyst", content_type = "application/problem+json")))]
+pub async fn detector_status(state: State, caller: ApiCaller) -> ApiResult<HttpResponse> {
+    ok(state.anomaly.status(&caller.0).await?)
+}
+
+/// Quality figures of the active version.
+#[utoipa::path(get, path = "/api/v1/anomalies/detector/metrics", tag = "anomalies",
+    security(("ApiKey" = []), ("bearer" = [])),
+    responses((status = 200, description = "`{model_version, precision, recall, f1, evaluated_samples}`"),
+              (status = 401, description = "No or invalid credentials", content_type = "application/problem+json"),
+              (status = 403, description = "Role below security_analyst", content_type = "application/problem+json")))]
+pub async fn detector_metrics(state: State, caller: ApiCaller) -> ApiResult<HttpResponse> {
+    ok(state.anomaly.metrics(&caller.0).await?)
+}
+
+/// Stored model versions, newest first.
+#[utoipa::path(get, path = "/api/v1/anomalies/detector/versions", tag = "anomalies",
+    security(("ApiKey" = []), ("bearer" = [])),
+    params(("skip" = Option<i64>, Query, minimum = 0), ("limit" = Option<i64>, Query, minimum = 1, maximum = 200)),
+    responses((status = 200, description = "Envelope of versions"),
+              (status = 401, description = "No or invalid credentials", content_type = "application/problem+json"),
+              (status = 403, description = "Role below security_analyst", content_type = "application/problem+json")))]
+pub async fn versions(state: State, caller: ApiCaller, q: QueryPairs) -> ApiResult<HttpResponse> {
+    ok(state.anomaly.versions(&caller.0, &q.0).await?)
+}
+
+/// A labelled sample (201); label 0 counts a false positive.
+#[utoipa::path(post, path = "/api/v1/anomalies/detector/feedback", tag = "anomalies",
+    security(("ApiKey" = []), ("bearer" = [])),
+    request_body(content = serde_json::Value, description = "`{event_data, label, source?, report_id?}`",
+        example = json!({"event_data": {"action": "read_data", "resource": "crm/contacts"}, "label": 0, "source": "analyst", "report_id": null})),
+    responses((status = 201, description = "`{id, label, source, report_id, created_at}`"),
+              (status = 401, description = "No or invalid credentials", content_type = "application/problem+json"),
+              (status = 403, description = "Role below security_analyst", content_type = "application/problem+json"),
+              (status = 422, description = "Invalid field or unknown report", content_type = "application/problem+json")))]
+pub async fn feedback(state: State, caller: ApiCaller, body: RawBody) -> ApiResult<HttpResponse> {
+    let fb = state.anomaly.reports.feedback(&caller.0, &body.0).await?;
+    state.anomaly.sample_added(caller.0.tenant).await;
+    created(fb)
+}
+
+/// Start a training task (202).
+#[utoipa::path(post, path = "/api/v1/anomalies/detector/train", tag = "anomalies",
+    security(("ApiKey" = []), ("bearer" = [])),
+    responses((status = 202, description = "The task"),
+              (status = 401, description = "No or invalid credentials", content_type = "application/problem+json"),
+              (status = 403, description = "Role below admin", content_type = "application/problem+json"),
+              (status = 409, description = "A task is already queued or running", content_type = "application/problem+json"),
+              (status = 422, description = "`insufficient_samples`", content_type = "application/problem+json")))]
+pub async fn train(state: State, caller: ApiCaller) -> ApiResult<HttpResponse> {
+    let task = state.anomaly.train(&caller.0).await?;
+    Ok(HttpResponse::Accepted().json(task))
+}
+
+/// One training task.
+#[utoipa::path(get, path = "/api/v1/anomalies/detector/training-status/{task_id}", tag = "anomalies",
+    security(("ApiKey" = []), ("bearer" = [])),
+    params(("task_id" = String, Path, description = "Task id")),
+    responses((status = 200, description = "The task"),
+              (status = 401, description = "No or invalid credentials", content_type = "application/problem+json"),
+              (status = 403, description = "Role below security_analyst", content_type = "application/problem+json"),
+              (status = 404, description = "No such task in this tenant", content_type = "application/problem+json")))]
+pub async fn training_status(
+    state: State,
+    caller: ApiCaller,
+    id: web::Path<String>,
+) -> ApiResult<HttpResponse> {
+    ok(state.anomaly.task(&caller.0, &id).await?)
+}
+
+/// The most recent training task.
+#[utoipa::path(get, path = "/api/v1/anomalies/detector/training/status", tag = "anomalies",
+    security(("ApiKey" = []), ("bearer" = [])),
+    responses((status = 200, description = "The task"),
+              (status = 401, description = "No or invalid credentials", content_type = "application/problem+json"),
+              (status = 403, description = "Role below security_analyst", content_type = "application/problem+json"),
+              (status = 404, description = "Never trained", content_type = "application/problem+json")))]
+pub async fn latest_training(state: State, caller: ApiCaller) -> ApiResult<HttpResponse> {
+    ok(state.anomaly.latest_task(&caller.0).await?)
+}
+
+/// Cancel the queued or running task.
+#[utoipa::path(delete, path = "/api/v1/anomalies/detector/cancel", tag = "anomalies",
+    security(("ApiKey" = []), ("bearer" = [])),
+    responses((status = 200, description = "The cancelled task"),
+              (status = 401, description = "No or invalid credentials", content_type = "application/problem+json"),
+              (status = 403, description = "Role below admin", content_type = "application/problem+json"),
+              (status = 409, description = "No task queued or running", content_type = "application/problem+json")))]
+pub async fn cancel(state: State, caller: ApiCaller) -> ApiResult<HttpResponse> {
+    ok(state.anomaly.cancel(&caller.0).await?)
+}
+
+/// Make a stored version active.
+#[utoipa::path(post, path = "/api/v1/anomalies/detector/rollback/{version}", tag = "anomalies",
+    security(("ApiKey" = []), ("bearer" = [])),
+    params(("version" = i32, Path, description = "Stored version")),
+    responses((status = 200, description = "Detector status"),
+              (status = 401, description = "No or invalid credentials", content_type = "application/problem+json"),
+              (status = 403, description = "Role below admin", content_type = "application/problem+json"),
+              (status = 404, description = "Unknown version", content_type = "application/problem+json"),
+              (status = 409, description = "A task is queued or running", content_type = "application/problem+json")))]
+pub async fn rollback(
+    state: State,
+    caller: ApiCaller,
+    version: web::Path<String>,
+) -> ApiResult<HttpResponse> {
+    ok(state.anomaly.rollback(&caller.0, &version).await?)
+}

@@ -1,0 +1,462 @@
+//! The anomaly detector service (contract 15.3): status, metrics, versions, training through
+//! the shared training mechanism (`steward_store::training`), cancel, rollback, model
+//! loading per tenant (active version, reloaded on the bus notice), auto-retrain.
+//! The model itself is behind [`ModelCodec`] (an adapter over the model types).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use diesel::prelude::*;
+use diesel_async::RunQueryDsl;
+use serde::Serialize;
+use serde_json::{json, Value};
+use steward_core::page::{Page, PageRequest};
+use steward_core::validate::Query;
+use steward_core::{Error, ErrorKind, EventBus, Op, Principal, Result, TenantId};
+use steward_store::schema::audit_entries as ae;
+use steward_store::training::{
+    self, StoredModel, Task, TrainCtx, TrainHandle, TrainedModel, Trainer,
+};
+use steward_store::{with_conn, DbPool, DbResultExt, Id, Json, Ts};
+use time::OffsetDateTime;
+
+use crate::reports::Reports;
+use crate::scorer::{LoadedModel, Scorer};
+
+/// The detector name in the model store and the task `kind`.
+pub const DETECTOR: &str = "anomaly";
+/// Most recent audit entries used for training.
+pub const MAX_TRAINING_ROWS: i64 = 100_000;
+
+/// Trains and loads models (implemented over the model crate's types).
+pub trait ModelCodec: Send + Sync + 'static {
+    /// Trains on events; `labels` (same length) for the supervised case. Calls
+    /// `handle.progress(p)?` regularly so a cancel stops the work within a second.
+    fn train(
+        &self,
+        events: &[Value],
+        labels: Option<&[bool]>,
+        contamination: f64,
+        handle: &TrainHandle,
+    ) -> Result<TrainedModel>;
+    /// Loads a stored version; refuses mismatched feature/library versions.
+    fn load(&self, stored: &StoredModel) -> Result<Arc<dyn LoadedModel>>;
+}
+
+/// Detector settings.
+#[derive(Clone, Debug)]
+pub struct DetectorConfig {
+    pub contamination: f64,
+    pub min_training_samples: i64,
+    pub auto_retrain_events: u64,
+    pub onnx_loaded: bool,
+}
+
+/// `GET /anomalies/detector/status`.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct DetectorStatus {
+    pub model_version: Option<i32>,
+    pub backend: String,
+    pub training_status: String,
+    pub sample_count: i64,
+    pub contamination: f64,
+    pub onnx_loaded: bool,
+    #[serde(with = "steward_core::clock::serde_ts::option")]
+    pub last_trained_at: Option<OffsetDateTime>,
+    pub min_training_samples: i64,
+}
+
+/// `GET /anomalies/detector/metrics`.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct DetectorMetrics {
+    pub model_version: Option<i32>,
+    pub precision: Option<f64>,
+    pub recall: Option<f64>,
+    pub f1: Option<f64>,
+    pub evaluated_samples: Option<i64>,
+}
+
+/// One row of `GET /anomalies/detector/versions`.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct VersionView {
+    pub version: i32,
+    #[serde(with = "steward_core::clock::serde_ts")]
+    pub created_at: OffsetDateTime,
+    pub sample_count: i64,
+    pub contamination: Option<f64>,
+    pub precision: Option<f64>,
+    pub recall: Option<f64>,
+    pub active: bool,
+}
+
+/// The anomaly detector of every tenant.
+#[derive(Clone)]
+pub struct Detector {
+    db: DbPool,
+    bus: Arc<dyn EventBus>,
+    pub reports: Reports,
+    pub scorer: Arc<Scorer>,
+    codec: Arc<dyn ModelCodec>,
+    config: DetectorConfig,
+    /// New samples per tenant since the last auto-retrain.
+    new_samples: Arc<Mutex<HashMap<TenantId, u64>>>,
+}
+
+fn num(v: &Value, k: &str) -> Option<f64> {
+    v.get(k).and_then(Value::as_f64)
+}
+
+impl Detector {
+    pub fn new(
+        db: DbPool,
+        bus: Arc<dyn EventBus>,
+        reports: Reports,
+        scorer: Arc<Scorer>,
+        codec: Arc<dyn ModelCodec>,
+        config: DetectorConfig,
+    ) -> Detector {
+        Detector {
+            db,
+            bus,
+            reports,
+            scorer,
+            codec,
+            config,
+            new_samples: Arc::new(Mutex::new(HashMap::new())),
+        }
+    }
+
+    /// The trainer to register with the instance's training runner.
+    pub fn trainer(&self) -> Arc<dyn Trainer> {
+        Arc::new(AnomalyTrainer {
+            detector: self.clone(),
+        })
+    }
+
+    /// The tenant's audit entries with an agent id.
+    async fn audit_samples(&self, tenant: TenantId) -> Result<i64> {
+        with_conn!(&self.db, conn => {
+            ae::table
+                .filter(ae::tenant_id.eq(Id(tenant.0)))
+                .filter(ae::agent_id.is_not_null())
+                .count()
+                .get_result(conn)
+                .await
+                .db()
+        })
+    }
+
+    /// Labelled samples plus audit entries with an agent id.
+    pub async fn sample_count(&self, tenant: TenantId) -> Result<i64> {
+        Ok(self.audit_samples(tenant).await? + self.reports.labelled_count(tenant).await?)
+    }
+
+    async fn status_of(&self, tenant: TenantId) -> Result<DetectorStatus> {
+        let active = training::active_version(&self.db, tenant, DETECTOR).await?;
+        let task = training::active_task(&self.db, tenant, DETECTOR).await?;
+        let versions = training::versions(&self.db, tenant, DETECTOR).await?;
+        let training_status = if task.is_some() {
+            "training"
+        } else if active.is_some() {
+            "trained"
+        } else {
+            "untrained"
+        };
+        let backend = match active {
+            None => "rules",
+            Some(_) => match self.scorer.last_backend(tenant) {
+                Some(b) if b != "rules" => b,
+                _ => self.scorer.backend_name(),
+            },
+        };
+        Ok(DetectorStatus {
+            model_version: active,
+            backend: backend.to_owned(),
+            training_status: training_status.to_owned(),
+            sample_count: self.sample_count(tenant).await?,
+            contamination: self.config.contamination,
+            onnx_loaded: self.config.onnx_loaded,
+            last_trained_at: versions.iter().map(|v| v.created_at).max(),
+            min_training_samples: self.config.min_training_samples,
+        })
+    }
+
+    /// `GET /anomalies/detector/status`.
+    pub async fn status(&self, p: &Principal) -> Result<DetectorStatus> {
+        p.authorize(Op::AnomaliesRead)?;
+        self.status_of(p.tenant).await
+    }
+
+    /// `GET /anomalies/detector/metrics`.
+    pub async fn metrics(&self, p: &Principal) -> Result<DetectorMetrics> {
+        p.authorize(Op::AnomaliesRead)?;
+        let active = training::versions(&self.db, p.tenant, DETECTOR)
+            .await?
+            .into_iter()
+            .find(|v| v.active);
+        Ok(match active {
+            None => DetectorMetrics {
+                model_version: None,
+                precision: None,
+                recall: None,
+                f1: None,
+                evaluated_samples: None,
+            },
+            Some(v) => DetectorMetrics {
+                model_version: Some(v.version),
+                precision: num(&v.metrics, "precision"),
+                recall: num(&v.metrics, "recall"),
+                f1: num(&v.metrics, "f1"),
+                evaluated_samples: v.metrics.get("evaluated_samples").and_then(Value::as_i64),
+            },
+        })
+    }
+
+    /// `GET /anomalies/detector/versions`, version descending.
+    pub async fn versions(
+        &self,
+        p: &Principal,
+        pairs: &[(String, String)],
+    ) -> Result<Page<VersionView>> {
+        p.authorize(Op::AnomaliesRead)?;
+        let mut q = Query::new(pairs);
+        let page = PageRequest::read(&mut q, 200);
+        q.finish()?;
+        let all = training::versions(&self.db, p.tenant, DETECTOR).await?;
+        let total = all.len() as i64;
+        let items = all
+            .into_iter()
+            .skip(usize::try_from(page.skip).unwrap_or(0))
+            .take(usize::try_from(page.limit).unwrap_or(0))
+            .map(|v| VersionView {
+                version: v.version,
+                created_at: v.created_at,
+                sample_count: v.sample_count,
+                contamination: num(&v.metrics, "contamination"),
+                precision: num(&v.metrics, "precision"),
+                recall: num(&v.metrics, "recall"),
+                active: v.active,
+            })
+            .collect();
+        Ok(Page::new(items, total, page))
+    }
+
+    /// Starts a task (the endpoint and auto-retrain).
+    async fn start(&self, tenant: TenantId) -> Result<Task> {
+        let samples = self.sample_count(tenant).await?;
+        if samples < self.config.min_training_samples {
+            return Err(Error::unprocessable(
+                ErrorKind::InsufficientSamples,
+                "sample_count",
+                format!(
+                    "{samples} samples; training needs at least {}",
+                    self.config.min_training_samples
+                ),
+            ));
+        }
+        training::enqueue(&self.db, tenant, DETECTOR, json!({})).await
+    }
+
+    /// `POST /anomalies/detector/train` → 202 task.
+    pub async fn train(&self, p: &Principal) -> Result<Task> {
+        p.authorize(Op::AnomaliesManage)?;
+        self.start(p.tenant).await
+    }
+
+    /// `GET /anomalies/detector/training-status/{task_id}`.
+    pub async fn task(&self, p: &Principal, id: &str) -> Result<Task> {
+        p.authorize(Op::AnomaliesRead)?;
+        let not_found = || Error::not_found("the training task was not found");
+        let id = uuid::Uuid::parse_str(id).map_err(|_| not_found())?;
+        training::task(&self.db, p.tenant, DETECTOR, id)
+            .await?
+            .ok_or_else(not_found)
+    }
+
+    /// `GET /anomalies/detector/training/status`: the most recent task.
+    pub async fn latest_task(&self, p: &Principal) -> Result<Task> {
+        p.authorize(Op::AnomaliesRead)?;
+        training::latest_task(&self.db, p.tenant, DETECTOR)
+            .await?
+            .ok_or_else(|| Error::not_found("the tenant never trained the anomaly detector"))
+    }
+
+    /// `DELETE /anomalies/detector/cancel`.
+    pub async fn cancel(&self, p: &Principal) -> Result<Task> {
+        p.authorize(Op::AnomaliesManage)?;
+        training::cancel(&self.db, p.tenant, DETECTOR).await
+    }
+
+    /// `POST /anomalies/detector/rollback/{version}` → status.
+    pub async fn rollback(&self, p: &Principal, version: &str) -> Result<DetectorStatus> {
+        p.authorize(Op::AnomaliesManage)?;
+        let Ok(version) = version.parse::<i32>() else {
+            return Err(Error::not_found("the model version was not found"));
+        };
+        let stored =
+            training::rollback(&self.db, self.bus.as_ref(), p.tenant, DETECTOR, version).await?;
+        // This instance installs at once; the others on the bus notice.
+        self.install(&stored);
+        self.status_of(p.tenant).await
+    }
+
+    fn install(&self, stored: &StoredModel) {
+        match ModelCodec::load(self.codec.as_ref(), stored) {
+            Ok(model) => {
+                self.scorer
+                    .install(TenantId(stored.tenant_id), stored.info.version, model)
+            }
+            Err(e) => tracing::warn!(
+                error = %e,
+                tenant = %stored.tenant_id,
+                version = stored.info.version,
+                "anomaly model not loaded; rules decide for this tenant"
+            ),
+        }
+    }
+
+    /// Loads every tenant's active version (start-up).
+    pub async fn load_all(&self) -> Result<usize> {
+        let all = training::all_active(&self.db, DETECTOR).await?;
+        for m in &all {
+            self.install(m);
+        }
+        Ok(all.len())
+    }
+
+    /// Reloads a tenant's active version.
+    pub async fn reload(&self, tenant: TenantId) -> Result<()> {
+        match training::active(&self.db, tenant, DETECTOR).await? {
+            Some(m) => self.install(&m),
+            None => self.scorer.remove(tenant),
+        }
+        Ok(())
+    }
+
+    /// Loads all, then follows the bus notices (a background worker).
+    pub async fn run_model_listener(self) {
+        if let Err(e) = self.load_all().await {
+            tracing::warn!(error = %e, "anomaly models not loaded at start");
+        }
+        let this = self.clone();
+        let handle = tokio::runtime::Handle::current();
+        training::listen(self.bus.clone(), DETECTOR, move |change| {
+            let this = this.clone();
+            handle.spawn(async move {
+                if let Err(e) = this.reload(TenantId(change.tenant_id)).await {
+                    tracing::warn!(error = %e, "anomaly model reload failed");
+                }
+            });
+        })
+        .await;
+    }
+
+    /// Counts a new sample and starts a task every `auto_retrain_events` samples (silently
+    /// skipped while one runs or below the minimum).
+    pub async fn sample_added(&self, tenant: TenantId) {
+        let every = self.config.auto_retrain_events;
+        if every == 0 {
+            return;
+        }
+        let due = {
+            let mut m = self.new_samples.lock().unwrap_or_else(|p| p.into_inner());
+            let n = m.entry(tenant).or_insert(0);
+            *n += 1;
+            if *n >= every {
+                *n = 0;
+                true
+            } else {
+                false
+            }
+        };
+        if due {
+            match self.start(tenant).await {
+                Ok(_) => tracing::info!(tenant = %tenant.0, "anomaly auto-retrain started"),
+                Err(e) => tracing::debug!(error = %e, "anomaly auto-retrain skipped"),
+            }
+        }
+    }
+
+    /// The events and labels of a tenant's training set.
+    async fn training_set(&self, tenant: TenantId) -> Result<(Vec<Value>, Vec<Option<bool>>)> {
+        #[allow(clippy::type_complexity)]
+        let rows: Vec<(Option<Id>, String, String, Json, Json, Json, f64, bool, Ts)> = with_conn!(&self.db, conn => {
+            ae::table
+                .filter(ae::tenant_id.eq(Id(tenant.0)))
+                .filter(ae::agent_id.is_not_null())
+                .order(ae::seq.desc())
+                .limit(MAX_TRAINING_ROWS)
+                .select((
+                    ae::agent_id,
+                    ae::action,
+                    ae::resource,
+                    ae::input,
+                    ae::output,
+                    ae::reasoning,
+                    ae::risk_score,
+                    ae::is_approved,
+                    ae::timestamp,
+                ))
+                .load(conn)
+                .await
+                .db()
+        })?;
+        let mut events = Vec::with_capacity(rows.len());
+        let mut labels = Vec::with_capacity(rows.len());
+        for (agent, action, resource, input, output, reasoning, risk, approved, ts) in
+            rows.into_iter().rev()
+        {
+            events.push(json!({
+                "agent_id": agent.map(|a| a.0),
+                "action": action,
+                "resource": resource,
+                "input": input.0,
+                "output": output.0,
+                "reasoning": reasoning.0,
+                "risk_score": risk,
+                "is_approved": approved,
+                "timestamp": ts.0.format(&time::format_description::well_known::Rfc3339).ok(),
+            }));
+            labels.push(None);
+        }
+        for f in self.reports.labelled(tenant).await? {
+            events.push(f.event_data.0);
+            labels.push(Some(f.label == 1));
+        }
+        Ok((events, labels))
+    }
+}
+
+struct AnomalyTrainer {
+    detector: Detector,
+}
+
+#[async_trait]
+impl Trainer for AnomalyTrainer {
+    async fn train(&self, ctx: TrainCtx) -> Result<TrainedModel> {
+        let (events, labels) = self.detector.training_set(ctx.tenant).await?;
+        ctx.handle.progress(0.05)?;
+        // Supervised when at least 20 labelled samples with both labels (contract 15.3).
+        let labelled: Vec<(Value, bool)> = events
+            .iter()
+            .zip(&labels)
+            .filter_map(|(e, l)| l.map(|l| (e.clone(), l)))
+            .collect();
+        let positives = labelled.iter().filter(|(_, l)| *l).count();
+        let supervised = labelled.len() >= 20 && positives > 0 && positives < labelled.len();
+        let codec = self.detector.codec.clone();
+        let contamination = self.detector.config.contamination;
+        let handle = ctx.handle.clone();
+        tokio::task::spawn_blocking(move || {
+            if supervised {
+                let (ev, ls): (Vec<Value>, Vec<bool>) = labelled.into_iter().unzip();
+                codec.train(&ev, Some(&ls), contamination, &handle)
+            } else {
+                codec.train(&events, None, contamination, &handle)
+            }
+        })
+        .await
+        .map_err(|e| Error::internal_msg(format!("anomaly training panicked: {e}")))?
+    }
+}

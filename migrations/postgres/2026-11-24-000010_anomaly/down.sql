@@ -1,0 +1,2 @@
+DROP TABLE anomaly_feedback;
+DROP TABLE anomaly_reports;

@@ -1,0 +1,2 @@
+DROP TABLE siem_stats;
+DROP TABLE siem_outbox;

@@ -372,8 +372,23 @@ impl Siem {
         if !self.enabled() {
             return;
         }
+        // The lease is renewed once a third of it has passed, not on every round (two
+        // statements per round were most of the sender's database work under load).
+        let mut held_until: Option<std::time::Instant> = None;
+        let renew_after = Duration::from_secs(LEASE_SECONDS as u64) / 3;
         loop {
-            let wait = match self.claim_lease().await {
+            let holding = held_until.is_some_and(|t| std::time::Instant::now() < t);
+            let claimed = if holding {
+                Ok(true)
+            } else {
+                let r = self.claim_lease().await;
+                held_until = match r {
+                    Ok(true) => Some(std::time::Instant::now() + renew_after),
+                    _ => None,
+                };
+                r
+            };
+            let wait = match claimed {
                 Ok(true) => match self.round(false).await {
                     Ok(Some(w)) => w,
                     Ok(None) => Duration::ZERO,

@@ -314,6 +314,12 @@ fn system_message(kind: &str, data: Value) -> ByteString {
 }
 
 /// The handshake: the JWT of `?token=` is checked before the upgrade (401 / 403).
+#[utoipa::path(get, path = "/api/v1/ws", tag = "events", security(()),
+    params(("token" = String, Query, description = "An access token (JWT) of the user; checked before the upgrade")),
+    responses((status = 101, description = "Switching to the WebSocket protocol; the first message is `system.status`, then `{event, data}` messages (docs/websocket.md)"),
+              (status = 400, description = "Not a WebSocket upgrade request", content_type = "application/problem+json"),
+              (status = 401, description = "Missing, invalid, expired or revoked token", content_type = "application/problem+json"),
+              (status = 403, description = "The user is blocked", content_type = "application/problem+json")))]
 pub async fn connect(
     state: web::Data<AppState>,
     req: HttpRequest,

@@ -352,6 +352,18 @@ impl Detector {
         .await;
     }
 
+    /// `POST /anomalies/detector/feedback`: stores the label and counts it towards
+    /// auto-retraining.
+    pub async fn feedback(
+        &self,
+        p: &Principal,
+        body: &steward_core::Body,
+    ) -> Result<crate::reports::Feedback> {
+        let fb = self.reports.feedback(p, body).await?;
+        self.sample_added(p.tenant).await;
+        Ok(fb)
+    }
+
     /// Counts a new sample and starts a task every `auto_retrain_events` samples (silently
     /// skipped while one runs or below the minimum).
     pub async fn sample_added(&self, tenant: TenantId) {

@@ -319,6 +319,12 @@ impl AuditService {
 
     /// Entries per UTC day over the `days` days ending today, oldest first (dashboard
     /// activity). One index range count per day on `(tenant_id, timestamp)`.
+    /// Dashboard statistics are readable by every role of the tenant (`Op::StatsRead`).
+    pub async fn daily_activity(&self, p: &Principal, days: u16) -> Result<Vec<(time::Date, i64)>> {
+        p.authorize(Op::StatsRead)?;
+        self.daily_counts(p.tenant, days).await
+    }
+
     pub async fn daily_counts(
         &self,
         tenant: TenantId,

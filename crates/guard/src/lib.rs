@@ -13,7 +13,7 @@ pub use engine::{
 pub use ml::{Metrics, MlModel, FEATURE_VERSION};
 pub mod service;
 
-pub use service::{AgentResolver, Guard, GuardConfig, GuardResult};
+pub use service::{AgentResolver, Gateway, Guard, GuardConfig, GuardResult};
 
 /// The built-in model shipped in `fixtures/guard/model.bin` (see fixtures/guard/README.md),
 /// else one trained at start-up on the built-in corpus `fixtures/guard/corpus.jsonl`.

@@ -61,6 +61,33 @@ pub struct GuardResult {
     pub cached: bool,
 }
 
+/// What the gateway decided.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Gateway {
+    /// Blocked: answer 403 `prompt_blocked` with the result.
+    Blocked(GuardResult),
+    /// Evaluated and allowed (safe or suspicious).
+    Allowed(GuardResult),
+    /// Not evaluated (guard disabled, or a detector failed: fail-open), treated as safe.
+    Passed,
+}
+
+/// The prompt of a gateway body: `prompt`, else `message`, else `input`, else the `content`
+/// strings of `messages` joined by newlines.
+fn gateway_prompt(body: &Value) -> Option<String> {
+    for key in ["prompt", "message", "input"] {
+        if let Some(s) = body.get(key).and_then(Value::as_str) {
+            return Some(s.to_owned());
+        }
+    }
+    let messages = body.get("messages")?.as_array()?;
+    let joined: Vec<&str> = messages
+        .iter()
+        .filter_map(|m| m.get("content").and_then(Value::as_str))
+        .collect();
+    (!joined.is_empty()).then(|| joined.join("\n"))
+}
+
 #[derive(Default, Clone)]
 struct TenantStats {
     total: u64,
@@ -239,6 +266,52 @@ impl Guard {
         let context = Value::Object(context);
         self.evaluate(p, &prompt, agent_ref.as_deref(), &context)
             .await
+    }
+
+    /// The guarded gateway (contract 17.6): authorises (developer or higher), resolves the
+    /// path's agent (404 when it is not the tenant's), reads the prompt from the body
+    /// (`prompt`, `message`, `input`, else the `content` of `messages`) and evaluates it.
+    /// Fail-open: a disabled guard or a detector failure lets the request through as safe.
+    pub async fn gateway(
+        &self,
+        p: &Principal,
+        agent: Option<&str>,
+        body: &Body,
+    ) -> Result<Gateway> {
+        p.authorize(Op::GuardValidate)?;
+        let agent = match agent {
+            Some(id) => {
+                let id: AgentId = steward_core::parse_path_id(id, "agent")?;
+                let found = self.agents.resolve(p.tenant, &id.to_string()).await?;
+                Some(found.ok_or_else(|| Error::not_found(format!("agent {id} was not found")))?)
+            }
+            None => None,
+        };
+        let value = body.parse::<Value>()?;
+        let prompt = gateway_prompt(&value).ok_or_else(|| {
+            Error::invalid_field(
+                "prompt",
+                "give `prompt`, `message`, `input` or `messages` with text",
+            )
+        })?;
+        if !self.config.enabled {
+            return Ok(Gateway::Passed);
+        }
+        let agent = agent.map(|a| a.to_string());
+        let context = json!({"gateway": true});
+        match self.evaluate(p, &prompt, agent.as_deref(), &context).await {
+            Ok(r) if r.blocked => Ok(Gateway::Blocked(r)),
+            Ok(r) => {
+                if r.threat_level == "suspicious" {
+                    tracing::info!(score = r.score, patterns = ?r.detected_patterns, "suspicious prompt allowed through the gateway");
+                }
+                Ok(Gateway::Allowed(r))
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "guard failed on a gateway request; letting it through");
+                Ok(Gateway::Passed)
+            }
+        }
     }
 
     /// Evaluates a prompt for a principal (validation and the gateway).
@@ -811,10 +884,17 @@ impl Guard {
 
     /// `GET /guard/detector/training/status?task_id=ID`: the task, searched in every tenant
     /// (the route takes no credentials), 404 unknown.
-    pub async fn task_of(&self, id: &str) -> Result<Value> {
+    pub async fn task_of(&self, pairs: &[(String, String)]) -> Result<Value> {
         use steward_store::schema::jobs;
+        let mut q = steward_core::validate::Query::new(pairs);
+        let id = q.string("task_id").map(str::to_owned);
+        if id.is_none() {
+            q.error("task_id", "is required");
+        }
+        q.finish()?;
+        let id = id.unwrap_or_default();
         let not_found = || Error::not_found("the training task was not found");
-        let id = uuid::Uuid::parse_str(id).map_err(|_| not_found())?;
+        let id = uuid::Uuid::parse_str(&id).map_err(|_| not_found())?;
         let kind = steward_store::training::kind(DETECTOR);
         let tenant: Option<Id> = with_conn!(&self.db, conn => {
             jobs::table

@@ -83,12 +83,33 @@ pub async fn get(
 /// Claims the oldest runnable job of `kind` (queued, or running with an expired lease).
 /// The claim is a conditional UPDATE: of several instances racing, one wins.
 pub async fn claim(db: &DbPool, kind: &str, lease: Duration) -> Result<Option<JobRow>> {
-    let now = Ts(clock::now());
-    let owner = instance_id();
+    claim_kinds(
+        db,
+        &[kind.to_owned()],
+        &instance_id(),
+        lease,
+        "the job was interrupted too many times",
+    )
+    .await
+}
+
+/// Claims the oldest runnable job of any of `kinds` for `owner`; a job whose instances died
+/// `MAX_ATTEMPTS` times is failed with `exhausted` instead.
+pub async fn claim_kinds(
+    db: &DbPool,
+    kinds: &[String],
+    owner: &str,
+    lease: Duration,
+    exhausted: &str,
+) -> Result<Option<JobRow>> {
+    if kinds.is_empty() {
+        return Ok(None);
+    }
     for _ in 0..3 {
+        let now = Ts(clock::now());
         let candidate: Option<JobRow> = with_conn!(db, conn => {
             jobs::table
-                .filter(jobs::kind.eq(kind))
+                .filter(jobs::kind.eq_any(kinds))
                 .filter(
                     jobs::status
                         .eq("queued")
@@ -105,7 +126,7 @@ pub async fn claim(db: &DbPool, kind: &str, lease: Duration) -> Result<Option<Jo
             return Ok(None);
         };
         if job.attempts >= MAX_ATTEMPTS {
-            fail(db, job.id, "the job was interrupted too many times").await?;
+            fail(db, job.id, exhausted).await?;
             continue;
         }
         let id = job.id;
@@ -120,7 +141,7 @@ pub async fn claim(db: &DbPool, kind: &str, lease: Duration) -> Result<Option<Jo
             )
             .set((
                 jobs::status.eq("running"),
-                jobs::lease_owner.eq(Some(owner.clone())),
+                jobs::lease_owner.eq(Some(owner.to_owned())),
                 jobs::lease_expires_at.eq(Some(until)),
                 jobs::attempts.eq(job.attempts + 1),
                 jobs::started_at.eq(Some(now)),
@@ -134,6 +155,7 @@ pub async fn claim(db: &DbPool, kind: &str, lease: Duration) -> Result<Option<Jo
             let mut job = job;
             job.status = "running".into();
             job.attempts += 1;
+            job.lease_owner = Some(owner.to_owned());
             return Ok(Some(job));
         }
     }

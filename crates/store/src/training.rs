@@ -50,7 +50,7 @@ use steward_core::{clock, Error, Result, TenantId};
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use crate::jobs::{JobRow, MAX_ATTEMPTS};
+use crate::jobs::JobRow;
 use crate::schema::{jobs, model_active, model_versions};
 use crate::{with_conn, DbPool, DbResultExt, Id, Json, Ts};
 
@@ -655,67 +655,14 @@ impl Runner {
     /// Claims one runnable task (queued, or running with an expired lease) under this
     /// runner's owner; of racing instances one wins.
     pub async fn claim(&self) -> Result<Option<JobRow>> {
-        let kinds = self.kinds();
-        if kinds.is_empty() {
-            return Ok(None);
-        }
-        for _ in 0..3 {
-            let t = now();
-            let candidate: Option<JobRow> = with_conn!(&self.db, conn => {
-                jobs::table
-                    .filter(jobs::kind.eq_any(&kinds))
-                    .filter(
-                        jobs::status
-                            .eq("queued")
-                            .or(jobs::status.eq("running").and(jobs::lease_expires_at.lt(t))),
-                    )
-                    .order(jobs::created_at.asc())
-                    .select(JobRow::as_select())
-                    .first(conn)
-                    .await
-                    .optional()
-                    .db()
-            })?;
-            let Some(job) = candidate else {
-                return Ok(None);
-            };
-            if job.attempts >= MAX_ATTEMPTS {
-                self.finish_failed(job.id, "the training task was interrupted too many times")
-                    .await?;
-                continue;
-            }
-            let until = self.lease_until();
-            let owner = self.owner.clone();
-            let id = job.id;
-            let won = with_conn!(&self.db, conn => {
-                diesel::update(
-                    jobs::table.filter(jobs::id.eq(id)).filter(
-                        jobs::status
-                            .eq("queued")
-                            .or(jobs::status.eq("running").and(jobs::lease_expires_at.lt(t))),
-                    ),
-                )
-                .set((
-                    jobs::status.eq("running"),
-                    jobs::lease_owner.eq(Some(owner)),
-                    jobs::lease_expires_at.eq(Some(until)),
-                    jobs::attempts.eq(job.attempts + 1),
-                    jobs::started_at.eq(Some(t)),
-                    jobs::progress.eq(0.0),
-                ))
-                .execute(conn)
-                .await
-                .db()
-            })?;
-            if won == 1 {
-                let mut job = job;
-                job.status = "running".into();
-                job.attempts += 1;
-                job.lease_owner = Some(self.owner.clone());
-                return Ok(Some(job));
-            }
-        }
-        Ok(None)
+        crate::jobs::claim_kinds(
+            &self.db,
+            &self.kinds(),
+            &self.owner,
+            self.lease,
+            "the training task was interrupted too many times",
+        )
+        .await
     }
 
     /// Renews the lease and writes progress; `false` when the row is no longer running

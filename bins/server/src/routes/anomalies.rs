@@ -156,9 +156,7 @@ pub async fn versions(state: State, caller: ApiCaller, q: QueryPairs) -> ApiResu
               (status = 403, description = "Role below security_analyst", content_type = "application/problem+json"),
               (status = 422, description = "Invalid field or unknown report", content_type = "application/problem+json")))]
 pub async fn feedback(state: State, caller: ApiCaller, body: RawBody) -> ApiResult<HttpResponse> {
-    let fb = state.anomaly.reports.feedback(&caller.0, &body.0).await?;
-    state.anomaly.sample_added(caller.0.tenant).await;
-    created(fb)
+    created(state.anomaly.feedback(&caller.0, &body.0).await?)
 }
 
 /// Start a training task (202).

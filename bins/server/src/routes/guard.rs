@@ -3,12 +3,13 @@
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
-use serde_json::{json, Value};
-use steward_core::{Error, ErrorKind, Op};
+use serde_json::json;
+use steward_core::ErrorKind;
+use steward_guard::Gateway;
 
 use crate::auth::ApiCaller;
 use crate::error::{problem_body, ApiResult, PROBLEM_JSON};
-use crate::extract::RawBody;
+use crate::extract::{QueryPairs, RawBody};
 use crate::routes::reply::{created, ok};
 use crate::state::AppState;
 
@@ -31,9 +32,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         )
         .service(web::resource("/guard/detector/cancel").route(web::delete().to(cancel)))
         .service(web::resource("/chat").route(web::post().to(chat)))
-        .service(web::resource("/agents/{id}/chat").route(web::post().to(agent_gateway)))
-        .service(web::resource("/agents/{id}/action").route(web::post().to(agent_gateway)))
-        .service(web::resource("/agents/{id}/completions").route(web::post().to(agent_gateway)));
+        .service(web::resource("/agents/{id}/chat").route(web::post().to(agent_chat)))
+        .service(web::resource("/agents/{id}/action").route(web::post().to(agent_action)))
+        .service(
+            web::resource("/agents/{id}/completions").route(web::post().to(agent_completions)),
+        );
 }
 
 /// Guard configuration and detectors (no credentials).
@@ -122,14 +125,8 @@ pub async fn train(
     responses((status = 200, description = "The task"),
               (status = 404, description = "Unknown task", content_type = "application/problem+json"),
               (status = 422, description = "`task_id` missing", content_type = "application/problem+json")))]
-pub async fn training_status(
-    state: State,
-    query: web::Query<Vec<(String, String)>>,
-) -> ApiResult<HttpResponse> {
-    let Some((_, id)) = query.iter().find(|(k, _)| k == "task_id") else {
-        return Err(Error::invalid_field("task_id", "is required").into());
-    };
-    ok(state.guard.task_of(id).await?)
+pub async fn training_status(state: State, q: QueryPairs) -> ApiResult<HttpResponse> {
+    ok(state.guard.task_of(&q.0).await?)
 }
 
 /// Make a stored guard model version the active one.
@@ -176,22 +173,6 @@ pub async fn feedback(state: State, caller: ApiCaller, body: RawBody) -> ApiResu
     created(state.guard.feedback(&caller.0, &body.0).await?)
 }
 
-/// The prompt of a gateway body: `prompt`, else `message`, else `input`, else the `content`
-/// strings of `messages` joined by newlines.
-fn gateway_prompt(body: &Value) -> Option<String> {
-    for key in ["prompt", "message", "input"] {
-        if let Some(s) = body.get(key).and_then(Value::as_str) {
-            return Some(s.to_owned());
-        }
-    }
-    let messages = body.get("messages")?.as_array()?;
-    let joined: Vec<&str> = messages
-        .iter()
-        .filter_map(|m| m.get("content").and_then(Value::as_str))
-        .collect();
-    (!joined.is_empty()).then(|| joined.join("\n"))
-}
-
 fn with_guard_headers(mut res: HttpResponse, level: &str, score: f64) -> HttpResponse {
     let headers = res.headers_mut();
     if let Ok(v) = HeaderValue::from_str(level) {
@@ -203,64 +184,37 @@ fn with_guard_headers(mut res: HttpResponse, level: &str, score: f64) -> HttpRes
     res
 }
 
+/// Maps the guard's gateway decision to the response of contract 17.6.
 async fn guarded(
     state: &AppState,
     caller: &ApiCaller,
     agent: Option<&str>,
     body: &RawBody,
 ) -> ApiResult<HttpResponse> {
-    caller.0.authorize(Op::GuardValidate)?;
-    let value = body.0.parse::<Value>()?;
-    let prompt = gateway_prompt(&value).ok_or_else(|| {
-        Error::invalid_field(
-            "prompt",
-            "give `prompt`, `message`, `input` or `messages` with text",
-        )
-    })?;
-    if !state.settings.guard.enabled {
-        let res =
-            HttpResponse::Ok().json(json!({"allowed": true, "threat_level": "safe", "score": 0.0}));
-        return Ok(with_guard_headers(res, "safe", 0.0));
-    }
-    let context = json!({"gateway": true});
-    let result = match state
-        .guard
-        .evaluate(&caller.0, &prompt, agent, &context)
-        .await
-    {
-        Ok(r) => r,
-        Err(e) => {
-            // Fail-open: a detector failure lets the request through.
-            tracing::warn!(error = %e, "guard failed on a gateway request; letting it through");
-            let res = HttpResponse::Ok()
-                .json(json!({"allowed": true, "threat_level": "safe", "score": 0.0}));
-            return Ok(with_guard_headers(res, "safe", 0.0));
+    Ok(match state.guard.gateway(&caller.0, agent, &body.0).await? {
+        Gateway::Blocked(result) => {
+            let mut problem = problem_body(
+                ErrorKind::PromptBlocked,
+                &format!("the prompt was blocked by the guard: {}", result.reasons.join("; ")),
+                &[],
+            );
+            problem["guard"] = json!(result);
+            let res = HttpResponse::build(StatusCode::FORBIDDEN)
+                .insert_header((header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON)))
+                .body(problem.to_string());
+            with_guard_headers(res, &result.threat_level, result.score)
         }
-    };
-    if result.blocked {
-        let mut problem = problem_body(
-            ErrorKind::PromptBlocked,
-            &format!(
-                "the prompt was blocked by the guard: {}",
-                result.reasons.join("; ")
-            ),
-            &[],
-        );
-        problem["guard"] = json!(result);
-        let res = HttpResponse::build(StatusCode::FORBIDDEN)
-            .insert_header((header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON)))
-            .body(problem.to_string());
-        return Ok(with_guard_headers(res, &result.threat_level, result.score));
-    }
-    if result.threat_level == "suspicious" {
-        tracing::info!(score = result.score, patterns = ?result.detected_patterns, "suspicious prompt allowed through the gateway");
-    }
-    let res = HttpResponse::Ok().json(json!({
-        "allowed": true,
-        "threat_level": result.threat_level,
-        "score": result.score,
-    }));
-    Ok(with_guard_headers(res, &result.threat_level, result.score))
+        Gateway::Allowed(result) => with_guard_headers(
+            HttpResponse::Ok().json(json!({"allowed": true, "threat_level": result.threat_level, "score": result.score})),
+            &result.threat_level,
+            result.score,
+        ),
+        Gateway::Passed => with_guard_headers(
+            HttpResponse::Ok().json(json!({"allowed": true, "threat_level": "safe", "score": 0.0})),
+            "safe",
+            0.0,
+        ),
+    })
 }
 
 /// The guarded gateway: 403 `prompt_blocked` with the guard result, else 200.
@@ -276,14 +230,31 @@ pub async fn chat(state: State, caller: ApiCaller, body: RawBody) -> ApiResult<H
     guarded(&state, &caller, None, &body).await
 }
 
-/// The guarded agent gateway (`chat`, `action`, `completions`); 404 for an unknown agent.
-pub async fn agent_gateway(
-    state: State,
-    caller: ApiCaller,
-    id: web::Path<String>,
-    body: RawBody,
-) -> ApiResult<HttpResponse> {
-    caller.0.authorize(Op::GuardValidate)?;
-    let agent = state.registry.get(&caller.0, &id).await?;
-    guarded(&state, &caller, Some(&agent.id), &body).await
+macro_rules! agent_gateway {
+    ($name:ident, $path:literal) => {
+        /// The guarded agent gateway: 403 `prompt_blocked` with the guard result, else 200;
+        /// 404 for an agent that is not the tenant's.
+        #[utoipa::path(post, path = $path, tag = "guard",
+            security(("ApiKey" = [])),
+            params(("id" = String, Path, description = "The agent's id")),
+            request_body(content = serde_json::Value, description = "`{prompt}` or `{message}` or `{input}` or `{messages: [{role, content}]}`",
+                example = json!({"input": "Summarise the open tickets."})),
+            responses((status = 200, description = "`{allowed: true, threat_level, score}` with X-Guard-* headers"),
+                      (status = 401, description = "No or invalid credentials", content_type = "application/problem+json"),
+                      (status = 403, description = "`prompt_blocked` with a `guard` member, or role below developer", content_type = "application/problem+json"),
+                      (status = 404, description = "No such agent in this tenant", content_type = "application/problem+json"),
+                      (status = 422, description = "No prompt in the body", content_type = "application/problem+json")))]
+        pub async fn $name(
+            state: State,
+            caller: ApiCaller,
+            id: web::Path<String>,
+            body: RawBody,
+        ) -> ApiResult<HttpResponse> {
+            guarded(&state, &caller, Some(&id), &body).await
+        }
+    };
 }
+
+agent_gateway!(agent_chat, "/api/v1/agents/{id}/chat");
+agent_gateway!(agent_action, "/api/v1/agents/{id}/action");
+agent_gateway!(agent_completions, "/api/v1/agents/{id}/completions");

@@ -21,6 +21,7 @@ pub fn spawn_all(state: &AppState) {
     actix_web::rt::spawn(state.registry.clone().listen_for_changes());
     actix_web::rt::spawn(state.registry.clone().listen_for_agent_changes());
     actix_web::rt::spawn(state.identity.clone().listen_for_changes());
+    actix_web::rt::spawn(state.sso.clone().discover());
     actix_web::rt::spawn(
         state
             .audit

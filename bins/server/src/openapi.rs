@@ -14,7 +14,8 @@ use crate::routes::{
     ),
     paths(
         health::root, health::health, health::ready, health::metrics, status::status,
-        identity::login, identity::logout, identity::me, identity::list_users, identity::create_user,
+        identity::login, identity::logout, identity::me, identity::sso_providers,
+        identity::sso_login, identity::sso_callback, identity::sso_exchange, identity::list_users, identity::create_user,
         identity::create_key, identity::create_tenant,
         audit::list, audit::verify, audit::log, audit::export, audit::export_async,
         agents::register, agents::list, agents::search, agents::details, agents::heartbeat,

@@ -113,8 +113,8 @@ pub struct GuardSettings {
 
 #[derive(Clone, Debug)]
 pub struct SsoSettings {
-    /// The raw provider list (validated as a JSON array of objects; section 7.2).
-    pub providers: Vec<serde_json::Value>,
+    /// `SSO_PROVIDERS_JSON`, checked (section 7.2).
+    pub providers: Vec<steward_identity::sso::ProviderConfig>,
     pub callback_url: String,
     pub auto_provision: bool,
     pub role_mapping: BTreeMap<String, Role>,
@@ -462,7 +462,15 @@ impl Settings {
 
         let providers_raw = r.string("SSO_PROVIDERS_JSON", "[]");
         let providers = match serde_json::from_str::<serde_json::Value>(&providers_raw) {
-            Ok(serde_json::Value::Array(items)) if items.iter().all(|i| i.is_object()) => items,
+            Ok(serde_json::Value::Array(items)) if items.iter().all(|i| i.is_object()) => {
+                match steward_identity::sso::ProviderConfig::parse_all(&items) {
+                    Ok(p) => p,
+                    Err(errors) => {
+                        r.errors.extend(errors);
+                        Vec::new()
+                    }
+                }
+            }
             _ => {
                 r.errors.push(
                     "SSO_PROVIDERS_JSON: expected a JSON array of provider objects".to_owned(),

@@ -30,6 +30,8 @@ pub struct AppState {
     pub metrics: Option<PrometheusHandle>,
     pub started: Instant,
     pub identity: Identity,
+    /// Single sign-on (OIDC providers, flow state in the shared cache).
+    pub sso: steward_identity::sso::Sso,
     pub audit: AuditService,
     pub registry: Registry,
     pub discovery: Discovery,
@@ -237,7 +239,7 @@ impl AppState {
             .sso
             .providers
             .iter()
-            .filter_map(|p| p.get("id").and_then(|v| v.as_str()).map(str::to_owned))
+            .map(|p| p.id.clone())
             .collect();
         let identity = Identity::new(
             db.clone(),
@@ -249,6 +251,18 @@ impl AppState {
                 token_minutes: settings.access_token_expire_minutes,
                 admin_api_key: settings.admin_api_key.expose().to_owned(),
                 sso_providers,
+            },
+        )?;
+        let sso = steward_identity::sso::Sso::new(
+            identity.clone(),
+            cache.clone(),
+            steward_identity::sso::SsoSettings {
+                providers: settings.sso.providers.clone(),
+                callback_url: settings.sso.callback_url.clone(),
+                frontend_url: settings.frontend_url.clone(),
+                auto_provision: settings.sso.auto_provision,
+                role_mapping: settings.sso.role_mapping.clone(),
+                state_ttl: Duration::from_secs(settings.sso.state_ttl_seconds),
             },
         )?;
         let presence: Arc<dyn Presence> = match &settings.redis_url {
@@ -269,6 +283,7 @@ impl AppState {
             metrics: crate::metrics::install(),
             started: Instant::now(),
             identity,
+            sso,
             audit,
             registry,
             discovery,

@@ -8,6 +8,7 @@ pub mod password;
 mod resolved;
 pub mod rows;
 pub mod service;
+pub mod sso;
 pub mod tenants;
 pub mod tokens;
 pub mod users;

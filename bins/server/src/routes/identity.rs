@@ -14,6 +14,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(web::resource("/auth/login").route(web::post().to(login)))
         .service(web::resource("/auth/logout").route(web::post().to(logout)))
         .service(web::resource("/auth/me").route(web::get().to(me)))
+        .service(web::resource("/auth/sso/providers").route(web::get().to(sso_providers)))
+        .service(web::resource("/auth/sso/login").route(web::get().to(sso_login)))
+        .service(web::resource("/auth/sso/callback").route(web::get().to(sso_callback)))
+        .service(web::resource("/auth/sso/exchange").route(web::post().to(sso_exchange)))
         .service(
             web::resource("/users/me")
                 .route(web::get().to(me))
@@ -65,6 +69,58 @@ pub async fn logout(state: State, caller: JwtCaller) -> ApiResult<HttpResponse> 
 #[utoipa::path(get, path = "/api/v1/auth/me", tag = "auth", responses((status = 200)))]
 pub async fn me(state: State, caller: JwtCaller) -> ApiResult<HttpResponse> {
     ok(state.identity.me(&caller.0).await?)
+}
+
+/// A browser redirect that no cache may keep (it carries one-time values).
+fn found(location: String) -> HttpResponse {
+    HttpResponse::Found()
+        .insert_header((actix_web::http::header::LOCATION, location))
+        .insert_header((actix_web::http::header::CACHE_CONTROL, "no-store"))
+        .finish()
+}
+
+/// The enabled single sign-on providers (no credentials needed).
+#[utoipa::path(get, path = "/api/v1/auth/sso/providers", tag = "auth", security(()),
+    responses((status = 200, description = "`{providers: [{id, name, enabled}]}`")))]
+pub async fn sso_providers(state: State) -> ApiResult<HttpResponse> {
+    ok(serde_json::json!({"providers": state.sso.providers()}))
+}
+
+/// Start single sign-on: redirects the browser to the provider (PKCE S256, state, nonce).
+#[utoipa::path(get, path = "/api/v1/auth/sso/login", tag = "auth", security(()),
+    params(("provider" = String, Query, description = "provider id"),
+           ("redirect" = Option<String>, Query, description = "frontend path after login (default /dashboard)")),
+    responses((status = 302, description = "to the provider's authorization endpoint"),
+              (status = 404, description = "unknown or disabled provider", content_type = "application/problem+json"),
+              (status = 422, description = "missing provider or unsafe redirect", content_type = "application/problem+json")))]
+pub async fn sso_login(state: State, q: QueryPairs) -> ApiResult<HttpResponse> {
+    Ok(found(state.sso.login(&q.0).await?))
+}
+
+/// The provider's redirect back: ends in a redirect to the frontend with `sso_code`, or to
+/// `/login?sso_error=REASON`.
+#[utoipa::path(get, path = "/api/v1/auth/sso/callback", tag = "auth", security(()),
+    params(("code" = Option<String>, Query, description = "authorization code"),
+           ("state" = Option<String>, Query, description = "state from the login redirect"),
+           ("error" = Option<String>, Query, description = "error sent by the provider")),
+    responses((status = 302, description = "to the frontend with `sso_code`, or with `sso_error`"),
+              (status = 503, description = "the cache or database is unavailable", content_type = "application/problem+json")))]
+pub async fn sso_callback(state: State, q: QueryPairs) -> ApiResult<HttpResponse> {
+    Ok(found(state.sso.callback(&q.0).await?))
+}
+
+/// Exchange the one-time `sso_code` for a session (`LoginResponse`).
+#[utoipa::path(post, path = "/api/v1/auth/sso/exchange", tag = "auth", security(()),
+    request_body(content = serde_json::Value, description = "`{code}`", example = json!({"code": "…"})),
+    responses((status = 200, description = "LoginResponse"),
+              (status = 401, description = "unknown, expired or used code", content_type = "application/problem+json"),
+              (status = 403, description = "the user is blocked", content_type = "application/problem+json"),
+              (status = 422, description = "missing code", content_type = "application/problem+json")))]
+pub async fn sso_exchange(state: State, body: RawBody) -> ApiResult<HttpResponse> {
+    let response = state.sso.exchange(&body.0).await?;
+    Ok(HttpResponse::Ok()
+        .insert_header((actix_web::http::header::CACHE_CONTROL, "no-store"))
+        .json(response))
 }
 
 async fn update_me(state: State, caller: JwtCaller, body: RawBody) -> ApiResult<HttpResponse> {

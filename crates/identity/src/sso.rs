@@ -278,6 +278,14 @@ struct Person {
     groups: Vec<String>,
 }
 
+fn group_names(groups: &Option<Vec<Value>>) -> Vec<String> {
+    groups
+        .iter()
+        .flatten()
+        .filter_map(|g| g.as_str().map(str::to_owned))
+        .collect()
+}
+
 fn digest(kind: &str, value: &str) -> String {
     let mut h = Sha256::new();
     h.update(value.as_bytes());
@@ -646,7 +654,7 @@ impl Sso {
                 .name()
                 .and_then(|n| n.get(None))
                 .map(|n| n.as_str().to_owned()),
-            groups: Vec::new(),
+            groups: group_names(&claims.additional_claims().groups),
         };
         if let Some(url) = endpoints.userinfo.clone() {
             let info: UserInfoClaims<GroupClaims, CoreGenderClaim> = client
@@ -664,13 +672,10 @@ impl Sso {
             if let Some(name) = info.name().and_then(|n| n.get(None)) {
                 person.name = Some(name.as_str().to_owned());
             }
-            person.groups = info
-                .additional_claims()
-                .groups
-                .iter()
-                .flatten()
-                .filter_map(|g| g.as_str().map(str::to_owned))
-                .collect();
+            // The userinfo response decides when it has the claim (contract 7.3).
+            if info.additional_claims().groups.is_some() {
+                person.groups = group_names(&info.additional_claims().groups);
+            }
         }
         person.email = person.email.trim().to_lowercase();
         if person.email.is_empty() || !person.email.contains('@') || person.email.len() > 254 {
@@ -1011,17 +1016,46 @@ fn explicit_endpoints(cfg: &ProviderConfig) -> Result<Endpoints> {
     })
 }
 
-type ExchangeClient = CoreClient<
-    openidconnect::EndpointSet,
+/// The token response, with the `groups` claim read from the ID token too (some providers,
+/// Entra ID among them, put groups in the ID token and not in the userinfo response).
+type GroupTokenResponse = openidconnect::StandardTokenResponse<
+    openidconnect::IdTokenFields<
+        GroupClaims,
+        openidconnect::EmptyExtraTokenFields,
+        CoreGenderClaim,
+        openidconnect::core::CoreJweContentEncryptionAlgorithm,
+        CoreJwsSigningAlgorithm,
+    >,
+    openidconnect::core::CoreTokenType,
+>;
+
+type GroupClient<
+    HasAuthUrl = openidconnect::EndpointNotSet,
+    HasTokenUrl = openidconnect::EndpointNotSet,
+> = openidconnect::Client<
+    GroupClaims,
+    openidconnect::core::CoreAuthDisplay,
+    CoreGenderClaim,
+    openidconnect::core::CoreJweContentEncryptionAlgorithm,
+    openidconnect::core::CoreJsonWebKey,
+    openidconnect::core::CoreAuthPrompt,
+    openidconnect::StandardErrorResponse<openidconnect::core::CoreErrorResponseType>,
+    GroupTokenResponse,
+    openidconnect::core::CoreTokenIntrospectionResponse,
+    openidconnect::core::CoreRevocableToken,
+    openidconnect::core::CoreRevocationErrorResponse,
+    HasAuthUrl,
     openidconnect::EndpointNotSet,
     openidconnect::EndpointNotSet,
     openidconnect::EndpointNotSet,
-    openidconnect::EndpointSet,
+    HasTokenUrl,
     openidconnect::EndpointNotSet,
 >;
 
+type ExchangeClient = GroupClient<openidconnect::EndpointSet, openidconnect::EndpointSet>;
+
 fn build_client(cfg: &ProviderConfig, e: &Endpoints) -> ExchangeClient {
-    CoreClient::new(
+    GroupClient::new(
         ClientId::new(cfg.client_id.clone()),
         issuer_or_placeholder(e),
         e.jwks.clone(),
@@ -1094,6 +1128,86 @@ mod tests {
         ] {
             assert!(!valid_redirect(bad), "{bad:?}");
         }
+    }
+
+    fn explicit_provider() -> ProviderConfig {
+        serde_json::from_value(json!({
+            "id": "t", "name": "T", "client_id": "steward", "client_secret": "shared-secret",
+            "issuer": "https://idp.example",
+            "authorization_endpoint": "https://idp.example/auth",
+            "token_endpoint": "https://idp.example/token",
+            "userinfo_endpoint": "https://idp.example/me"}))
+        .unwrap()
+    }
+
+    fn id_token(
+        claims: Value,
+        secret: &str,
+    ) -> openidconnect::IdToken<
+        GroupClaims,
+        CoreGenderClaim,
+        openidconnect::core::CoreJweContentEncryptionAlgorithm,
+        CoreJwsSigningAlgorithm,
+    > {
+        let raw = jsonwebtoken::encode(
+            &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+            &claims,
+            &jsonwebtoken::EncodingKey::from_secret(secret.as_bytes()),
+        )
+        .unwrap();
+        raw.parse().unwrap()
+    }
+
+    /// The ID-token checks: signature, issuer, audience, expiry and nonce each refuse.
+    #[test]
+    fn id_tokens_are_validated() {
+        let cfg = explicit_provider();
+        let endpoints = explicit_endpoints(&cfg).unwrap();
+        let client = build_client(&cfg, &endpoints);
+        let now = time::OffsetDateTime::now_utc().unix_timestamp();
+        let good = json!({"iss": "https://idp.example", "aud": "steward", "sub": "u1",
+                          "iat": now, "exp": now + 300, "nonce": "n-1"});
+        let nonce = Nonce::new("n-1".into());
+        let check = |claims: Value, secret: &str| {
+            let token = id_token(claims, secret);
+            token
+                .claims(&verifier(&client, &endpoints), &nonce)
+                .map(|c| c.subject().as_str().to_owned())
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(check(good.clone(), "shared-secret"), Ok("u1".to_owned()));
+        let groups = id_token(
+            json!({"iss": "https://idp.example", "aud": "steward", "sub": "u1", "iat": now,
+                   "exp": now + 300, "nonce": "n-1", "groups": ["g1", 7, "g2"]}),
+            "shared-secret",
+        );
+        let claims = groups
+            .claims(&verifier(&client, &endpoints), &nonce)
+            .unwrap();
+        assert_eq!(
+            group_names(&claims.additional_claims().groups),
+            ["g1", "g2"]
+        );
+        let with = |k: &str, v: Value| {
+            let mut c = good.clone();
+            c[k] = v;
+            c
+        };
+        assert!(check(good.clone(), "another-secret").is_err(), "signature");
+        assert!(check(with("aud", json!("another-client")), "shared-secret")
+            .unwrap_err()
+            .contains("audience"));
+        assert!(
+            check(with("iss", json!("https://evil.example")), "shared-secret")
+                .unwrap_err()
+                .contains("issuer")
+        );
+        assert!(check(with("exp", json!(now - 10)), "shared-secret")
+            .unwrap_err()
+            .contains("Expired"));
+        assert!(check(with("nonce", json!("n-2")), "shared-secret")
+            .unwrap_err()
+            .contains("nonce"));
     }
 
     #[test]

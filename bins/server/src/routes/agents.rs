@@ -7,51 +7,56 @@ use steward_core::clock::format_timestamp;
 use crate::auth::ApiCaller;
 use crate::error::ApiResult;
 use crate::extract::{QueryPairs, RawBody};
+use crate::routes::registrar::Registrar;
 use crate::routes::reply::{created, no_content, ok};
 use crate::state::AppState;
 
 type State = web::Data<AppState>;
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(web::resource("/agents/register").route(web::post().to(register)))
-        .service(web::resource("/agents").route(web::get().to(list)))
-        .service(web::resource("/agents/search").route(web::get().to(search)))
-        .service(
-            web::resource("/agents/{id}")
-                .route(web::get().to(get))
-                .route(web::put().to(update))
-                .route(web::delete().to(delete)),
-        )
-        .service(web::resource("/agents/{id}/details").route(web::get().to(details)))
-        .service(web::resource("/agents/{id}/heartbeat").route(web::post().to(heartbeat)))
-        .service(web::resource("/agents/{id}/suspend").route(web::post().to(suspend)))
-        .service(web::resource("/agents/{id}/resume").route(web::post().to(resume)));
+/// The routes of this area, each registered with its documentation.
+pub fn routes(r: &mut Registrar) {
+    r.add::<__path_register>(web::to(register));
+    r.add::<__path_list>(web::to(list));
+    r.add::<__path_search>(web::to(search));
+    r.add::<__path_get>(web::to(get));
+    r.add::<__path_update>(web::to(update));
+    r.add::<__path_delete>(web::to(delete));
+    r.add::<__path_details>(web::to(details));
+    r.add::<__path_heartbeat>(web::to(heartbeat));
+    r.add::<__path_suspend>(web::to(suspend));
+    r.add::<__path_resume>(web::to(resume));
 }
 
 /// Register an agent.
-#[utoipa::path(post, path = "/api/v1/agents/register", tag = "agents", responses((status = 201)))]
+#[utoipa::path(post, path = "/api/v1/agents/register", tag = "agents", security(("ApiKey" = []), ("bearer" = [])), request_body(content = serde_json::Value, content_type = "application/json", example = json!({"name": "invoice-bot", "type": "langchain", "capabilities": ["read_data", "send_email"], "permissions": ["invoices:read"], "version": "1.2.0"})), responses((status = 201)))]
 pub async fn register(state: State, caller: ApiCaller, body: RawBody) -> ApiResult<HttpResponse> {
     created(state.registry.register(&caller.0, &body.0).await?)
 }
 
 /// List agents.
-#[utoipa::path(get, path = "/api/v1/agents", tag = "agents", responses((status = 200)))]
+#[utoipa::path(get, path = "/api/v1/agents", tag = "agents", security(("ApiKey" = []), ("bearer" = [])), responses((status = 200)))]
 pub async fn list(state: State, caller: ApiCaller, q: QueryPairs) -> ApiResult<HttpResponse> {
     ok(state.registry.list(&caller.0, &q.0).await?)
 }
 
 /// Semantic search over the tenant's agents.
-#[utoipa::path(get, path = "/api/v1/agents/search", tag = "agents", responses((status = 200)))]
+#[utoipa::path(get, path = "/api/v1/agents/search", tag = "agents", security(("ApiKey" = []), ("bearer" = [])), responses((status = 200)))]
 pub async fn search(state: State, caller: ApiCaller, q: QueryPairs) -> ApiResult<HttpResponse> {
     ok(state.registry.search(&caller.0, &q.0).await?)
 }
 
-async fn get(state: State, caller: ApiCaller, id: web::Path<String>) -> ApiResult<HttpResponse> {
+/// One agent.
+#[utoipa::path(get, path = "/api/v1/agents/{id}", tag = "agents", security(("ApiKey" = []), ("bearer" = [])), responses((status = 200, description = "the agent")))]
+pub async fn get(
+    state: State,
+    caller: ApiCaller,
+    id: web::Path<String>,
+) -> ApiResult<HttpResponse> {
     ok(state.registry.get(&caller.0, &id).await?)
 }
 
 /// An agent with its embedding summary, recent audit entries and risk figures.
-#[utoipa::path(get, path = "/api/v1/agents/{id}/details", tag = "agents", responses((status = 200)))]
+#[utoipa::path(get, path = "/api/v1/agents/{id}/details", tag = "agents", security(("ApiKey" = []), ("bearer" = [])), responses((status = 200)))]
 pub async fn details(
     state: State,
     caller: ApiCaller,
@@ -86,7 +91,9 @@ pub async fn details(
     ok(body)
 }
 
-async fn update(
+/// Update an agent.
+#[utoipa::path(put, path = "/api/v1/agents/{id}", tag = "agents", security(("ApiKey" = []), ("bearer" = [])), request_body(content = serde_json::Value, content_type = "application/json", example = json!({"capabilities": ["read_data"], "version": "1.3.0"})), responses((status = 200, description = "the agent")))]
+pub async fn update(
     state: State,
     caller: ApiCaller,
     id: web::Path<String>,
@@ -95,13 +102,19 @@ async fn update(
     ok(state.registry.update(&caller.0, &id, &body.0).await?)
 }
 
-async fn delete(state: State, caller: ApiCaller, id: web::Path<String>) -> ApiResult<HttpResponse> {
+/// Delete an agent.
+#[utoipa::path(delete, path = "/api/v1/agents/{id}", tag = "agents", security(("ApiKey" = []), ("bearer" = [])), responses((status = 204)))]
+pub async fn delete(
+    state: State,
+    caller: ApiCaller,
+    id: web::Path<String>,
+) -> ApiResult<HttpResponse> {
     state.registry.delete(&caller.0, &id).await?;
     no_content()
 }
 
 /// Heartbeat: `{status?: active | error}`.
-#[utoipa::path(post, path = "/api/v1/agents/{id}/heartbeat", tag = "agents", responses((status = 200)))]
+#[utoipa::path(post, path = "/api/v1/agents/{id}/heartbeat", tag = "agents", security(("ApiKey" = []), ("bearer" = [])), request_body(content = serde_json::Value, content_type = "application/json", example = json!({"status": "active"})), responses((status = 200)))]
 pub async fn heartbeat(
     state: State,
     caller: ApiCaller,
@@ -111,7 +124,9 @@ pub async fn heartbeat(
     ok(state.registry.heartbeat(&caller.0, &id, &body.0).await?)
 }
 
-async fn suspend(
+/// Suspend an agent: its checks and gateway calls are refused.
+#[utoipa::path(post, path = "/api/v1/agents/{id}/suspend", tag = "agents", security(("ApiKey" = []), ("bearer" = [])), responses((status = 200, description = "the agent")))]
+pub async fn suspend(
     state: State,
     caller: ApiCaller,
     id: web::Path<String>,
@@ -119,6 +134,12 @@ async fn suspend(
     ok(state.registry.suspend(&caller.0, &id).await?)
 }
 
-async fn resume(state: State, caller: ApiCaller, id: web::Path<String>) -> ApiResult<HttpResponse> {
+/// Resume a suspended agent.
+#[utoipa::path(post, path = "/api/v1/agents/{id}/resume", tag = "agents", security(("ApiKey" = []), ("bearer" = [])), responses((status = 200, description = "the agent")))]
+pub async fn resume(
+    state: State,
+    caller: ApiCaller,
+    id: web::Path<String>,
+) -> ApiResult<HttpResponse> {
     ok(state.registry.resume(&caller.0, &id).await?)
 }

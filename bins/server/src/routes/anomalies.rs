@@ -5,39 +5,28 @@ use actix_web::{web, HttpResponse};
 use crate::auth::ApiCaller;
 use crate::error::ApiResult;
 use crate::extract::{QueryPairs, RawBody};
+use crate::routes::registrar::Registrar;
 use crate::routes::reply::{created, ok};
 use crate::state::AppState;
 
 type State = web::Data<AppState>;
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(web::resource("/anomalies/report").route(web::post().to(report)))
-        .service(web::resource("/anomalies/stats").route(web::get().to(stats)))
-        .service(web::resource("/anomalies/detector/status").route(web::get().to(detector_status)))
-        .service(
-            web::resource("/anomalies/detector/metrics").route(web::get().to(detector_metrics)),
-        )
-        .service(web::resource("/anomalies/detector/versions").route(web::get().to(versions)))
-        .service(web::resource("/anomalies/detector/feedback").route(web::post().to(feedback)))
-        .service(web::resource("/anomalies/detector/train").route(web::post().to(train)))
-        .service(
-            web::resource("/anomalies/detector/training-status/{task_id}")
-                .route(web::get().to(training_status)),
-        )
-        .service(
-            web::resource("/anomalies/detector/training/status")
-                .route(web::get().to(latest_training)),
-        )
-        .service(web::resource("/anomalies/detector/cancel").route(web::delete().to(cancel)))
-        .service(
-            web::resource("/anomalies/detector/rollback/{version}").route(web::post().to(rollback)),
-        )
-        .service(web::resource("/anomalies").route(web::get().to(list)))
-        .service(
-            web::resource("/anomalies/{id}")
-                .route(web::get().to(get))
-                .route(web::patch().to(set_status)),
-        );
+/// The routes of this area, each registered with its documentation.
+pub fn routes(r: &mut Registrar) {
+    r.add::<__path_report>(web::to(report));
+    r.add::<__path_stats>(web::to(stats));
+    r.add::<__path_detector_status>(web::to(detector_status));
+    r.add::<__path_detector_metrics>(web::to(detector_metrics));
+    r.add::<__path_versions>(web::to(versions));
+    r.add::<__path_feedback>(web::to(feedback));
+    r.add::<__path_train>(web::to(train));
+    r.add::<__path_training_status>(web::to(training_status));
+    r.add::<__path_latest_training>(web::to(latest_training));
+    r.add::<__path_cancel>(web::to(cancel));
+    r.add::<__path_rollback>(web::to(rollback));
+    r.add::<__path_list>(web::to(list));
+    r.add::<__path_get>(web::to(get));
+    r.add::<__path_set_status>(web::to(set_status));
 }
 
 /// Report an anomaly (201); the risk is `event_data.risk_score` or the composite score.

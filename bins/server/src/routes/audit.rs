@@ -9,42 +9,50 @@ use tokio::io::AsyncReadExt;
 use crate::auth::ApiCaller;
 use crate::error::ApiResult;
 use crate::extract::{QueryPairs, RawBody};
+use crate::routes::registrar::Registrar;
 use crate::routes::reply::{accepted, created, ok};
 use crate::state::AppState;
 
 type State = web::Data<AppState>;
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(web::resource("/audit").route(web::get().to(list)))
-        .service(web::resource("/audit/log").route(web::post().to(log)))
-        .service(web::resource("/audit/export").route(web::get().to(export)))
-        .service(web::resource("/audit/export/json").route(web::get().to(export_json)))
-        .service(web::resource("/audit/export/csv").route(web::get().to(export_csv)))
-        .service(web::resource("/audit/export/async").route(web::post().to(export_async)))
-        .service(web::resource("/audit/export/status/{id}").route(web::get().to(export_status)))
-        .service(web::resource("/audit/export/download/{id}").route(web::get().to(export_download)))
-        .service(web::resource("/audit/verify").route(web::get().to(verify)))
-        .service(web::resource("/audit/{id}").route(web::get().to(get)));
+/// The routes of this area, each registered with its documentation.
+pub fn routes(r: &mut Registrar) {
+    r.add::<__path_list>(web::to(list));
+    r.add::<__path_log>(web::to(log));
+    r.add::<__path_export>(web::to(export));
+    r.add::<__path_export_json>(web::to(export_json));
+    r.add::<__path_export_csv>(web::to(export_csv));
+    r.add::<__path_export_async>(web::to(export_async));
+    r.add::<__path_export_status>(web::to(export_status));
+    r.add::<__path_export_download>(web::to(export_download));
+    r.add::<__path_verify>(web::to(verify));
+    r.add::<__path_get>(web::to(get));
 }
 
 /// List audit entries, newest first.
-#[utoipa::path(get, path = "/api/v1/audit", tag = "audit", responses((status = 200)))]
+#[utoipa::path(get, path = "/api/v1/audit", tag = "audit", security(("ApiKey" = []), ("bearer" = [])), responses((status = 200)))]
 pub async fn list(state: State, caller: ApiCaller, q: QueryPairs) -> ApiResult<HttpResponse> {
     ok(state.audit.list(&caller.0, &q.0).await?)
 }
 
 /// Verify the tenant's hash chain and signatures.
-#[utoipa::path(get, path = "/api/v1/audit/verify", tag = "audit", responses((status = 200)))]
+#[utoipa::path(get, path = "/api/v1/audit/verify", tag = "audit", security(("ApiKey" = []), ("bearer" = [])), responses((status = 200)))]
 pub async fn verify(state: State, caller: ApiCaller) -> ApiResult<HttpResponse> {
     ok(state.audit.verify(&caller.0).await?)
 }
 
-async fn get(state: State, caller: ApiCaller, id: web::Path<String>) -> ApiResult<HttpResponse> {
+/// One audit entry.
+#[utoipa::path(get, path = "/api/v1/audit/{id}", tag = "audit", security(("ApiKey" = []), ("bearer" = [])), responses((status = 200, description = "the entry")))]
+pub async fn get(
+    state: State,
+    caller: ApiCaller,
+    id: web::Path<String>,
+) -> ApiResult<HttpResponse> {
     ok(state.audit.get(&caller.0, &id).await?)
 }
 
 /// Write an audit entry for an agent action.
-#[utoipa::path(post, path = "/api/v1/audit/log", tag = "audit", responses((status = 201)))]
+#[utoipa::path(post, path = "/api/v1/audit/log", tag = "audit", security(("ApiKey" = []), ("bearer" = [])), request_body(content = serde_json::Value, content_type = "application/json", example = json!({"agent_id": "5b0e…", "action": "read_data", "resource": "db/customers", "input": {"query": "select 1"}, "output": {"rows": 1}, "reasoning": ["the user asked"], "risk_score": 0.1, "is_approved": false})), responses((status = 201)))]
 pub async fn log(state: State, caller: ApiCaller, body: RawBody) -> ApiResult<HttpResponse> {
     created(state.audit.log(&caller.0, &body.0).await?)
 }
@@ -75,21 +83,29 @@ async fn export_with(
 }
 
 /// Export the audit log (`format` = jsonl, json or csv; at most 10,000 records).
-#[utoipa::path(get, path = "/api/v1/audit/export", tag = "audit", responses((status = 200)))]
+#[utoipa::path(get, path = "/api/v1/audit/export", tag = "audit", security(("ApiKey" = []), ("bearer" = [])), responses((status = 200)))]
 pub async fn export(state: State, caller: ApiCaller, q: QueryPairs) -> ApiResult<HttpResponse> {
     export_with(state, caller, q, None).await
 }
 
-async fn export_json(state: State, caller: ApiCaller, q: QueryPairs) -> ApiResult<HttpResponse> {
+/// Export entries as a JSON array (same filters as `/audit/export`).
+#[utoipa::path(get, path = "/api/v1/audit/export/json", tag = "audit", security(("ApiKey" = []), ("bearer" = [])), params(("agent_id" = Option<String>, Query), ("action" = Option<String>, Query), ("start_date" = Option<String>, Query), ("end_date" = Option<String>, Query)), responses((status = 200, content_type = "application/json", description = "the entries"), (status = 422, description = "too many entries for a synchronous export (`export_too_large`) or bad filters")))]
+pub async fn export_json(
+    state: State,
+    caller: ApiCaller,
+    q: QueryPairs,
+) -> ApiResult<HttpResponse> {
     export_with(state, caller, q, Some(Format::Json)).await
 }
 
-async fn export_csv(state: State, caller: ApiCaller, q: QueryPairs) -> ApiResult<HttpResponse> {
+/// Export entries as CSV (same filters as `/audit/export`).
+#[utoipa::path(get, path = "/api/v1/audit/export/csv", tag = "audit", security(("ApiKey" = []), ("bearer" = [])), params(("agent_id" = Option<String>, Query), ("action" = Option<String>, Query), ("start_date" = Option<String>, Query), ("end_date" = Option<String>, Query)), responses((status = 200, content_type = "text/csv", description = "the entries"), (status = 422, description = "too many entries for a synchronous export (`export_too_large`) or bad filters")))]
+pub async fn export_csv(state: State, caller: ApiCaller, q: QueryPairs) -> ApiResult<HttpResponse> {
     export_with(state, caller, q, Some(Format::Csv)).await
 }
 
 /// Start an asynchronous export job.
-#[utoipa::path(post, path = "/api/v1/audit/export/async", tag = "audit", responses((status = 202)))]
+#[utoipa::path(post, path = "/api/v1/audit/export/async", tag = "audit", security(("ApiKey" = []), ("bearer" = [])), request_body(content = serde_json::Value, content_type = "application/json", example = json!({"format": "jsonl", "limit": 100000})), responses((status = 202)))]
 pub async fn export_async(
     state: State,
     caller: ApiCaller,
@@ -99,7 +115,9 @@ pub async fn export_async(
     accepted(state.audit.start_export(&caller.0, &q.0, &body.0).await?)
 }
 
-async fn export_status(
+/// The state and progress of an asynchronous export.
+#[utoipa::path(get, path = "/api/v1/audit/export/status/{id}", tag = "audit", security(("ApiKey" = []), ("bearer" = [])), responses((status = 200, description = "`{id, status, progress, …}`")))]
+pub async fn export_status(
     state: State,
     caller: ApiCaller,
     id: web::Path<String>,
@@ -126,7 +144,9 @@ fn stream_file(file: ExportFile, handle: tokio::fs::File) -> HttpResponse {
         .streaming(chunks)
 }
 
-async fn export_download(
+/// Download a finished asynchronous export.
+#[utoipa::path(get, path = "/api/v1/audit/export/download/{id}", tag = "audit", security(("ApiKey" = []), ("bearer" = [])), responses((status = 200, description = "the export file"), (status = 409, description = "the export is not finished")))]
+pub async fn export_download(
     state: State,
     caller: ApiCaller,
     id: web::Path<String>,

@@ -5,24 +5,26 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use crate::auth::ApiCaller;
 use crate::error::ApiResult;
 use crate::extract::{QueryPairs, RawBody};
+use crate::routes::registrar::Registrar;
 use crate::routes::reply::{accepted, created, ok};
 use crate::state::AppState;
 
 type State = web::Data<AppState>;
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(web::resource("/discovery/ingest").route(web::post().to(ingest)))
-        .service(web::resource("/discovery/ingest/batch").route(web::post().to(ingest_batch)))
-        .service(web::resource("/discovery/candidates").route(web::get().to(list)))
-        .service(web::resource("/discovery/candidates/{id}/confirm").route(web::post().to(confirm)))
-        .service(web::resource("/discovery/candidates/{id}/dismiss").route(web::post().to(dismiss)))
-        .service(web::resource("/discovery/cluster").route(web::post().to(cluster)))
-        .service(web::resource("/discovery/cluster/{id}").route(web::get().to(cluster_status)))
-        .service(web::resource("/integrations/{name}/status").route(web::get().to(integration)));
+/// The routes of this area, each registered with its documentation.
+pub fn routes(r: &mut Registrar) {
+    r.add::<__path_ingest>(web::to(ingest));
+    r.add::<__path_ingest_batch>(web::to(ingest_batch));
+    r.add::<__path_list>(web::to(list));
+    r.add::<__path_confirm>(web::to(confirm));
+    r.add::<__path_dismiss>(web::to(dismiss));
+    r.add::<__path_cluster>(web::to(cluster));
+    r.add::<__path_cluster_status>(web::to(cluster_status));
+    r.add::<__path_integration>(web::to(integration));
 }
 
 /// Report activity of a possibly unregistered agent (201 new candidate, 200 merged).
-#[utoipa::path(post, path = "/api/v1/discovery/ingest", tag = "discovery", responses((status = 201), (status = 200)))]
+#[utoipa::path(post, path = "/api/v1/discovery/ingest", tag = "discovery", security(("ApiKey" = []), ("bearer" = [])), request_body(content = serde_json::Value, content_type = "application/json", example = json!({"name": "shadow-summarizer", "source": "proxy-logs", "fingerprint": "ua:python-httpx/0.27", "type": "custom", "capabilities": ["summarize"], "evidence": {"host": "10.0.0.7"}})), responses((status = 201), (status = 200)))]
 pub async fn ingest(state: State, caller: ApiCaller, body: RawBody) -> ApiResult<HttpResponse> {
     let (candidate, is_new) = state.discovery.ingest(&caller.0, &body.0).await?;
     if is_new {
@@ -32,17 +34,25 @@ pub async fn ingest(state: State, caller: ApiCaller, body: RawBody) -> ApiResult
     }
 }
 
-async fn ingest_batch(state: State, caller: ApiCaller, body: RawBody) -> ApiResult<HttpResponse> {
+/// Report several observed agents at once.
+#[utoipa::path(post, path = "/api/v1/discovery/ingest/batch", tag = "discovery", security(("ApiKey" = []), ("bearer" = [])), request_body(content = serde_json::Value, content_type = "application/json", example = json!({"events": [{"name": "shadow-summarizer", "source": "proxy-logs"}], "cluster": false})), responses((status = 200, description = "per-observation results")))]
+pub async fn ingest_batch(
+    state: State,
+    caller: ApiCaller,
+    body: RawBody,
+) -> ApiResult<HttpResponse> {
     ok(state.discovery.ingest_batch(&caller.0, &body.0).await?)
 }
 
 /// List candidates (`status` = pending by default).
-#[utoipa::path(get, path = "/api/v1/discovery/candidates", tag = "discovery", responses((status = 200)))]
+#[utoipa::path(get, path = "/api/v1/discovery/candidates", tag = "discovery", security(("ApiKey" = []), ("bearer" = [])), responses((status = 200)))]
 pub async fn list(state: State, caller: ApiCaller, q: QueryPairs) -> ApiResult<HttpResponse> {
     ok(state.discovery.list(&caller.0, &q.0).await?)
 }
 
-async fn confirm(
+/// Confirm a discovery candidate: it is registered as an agent.
+#[utoipa::path(post, path = "/api/v1/discovery/candidates/{id}/confirm", tag = "discovery", security(("ApiKey" = []), ("bearer" = [])), responses((status = 200, description = "the candidate and its agent"), (status = 409, description = "already decided")))]
+pub async fn confirm(
     state: State,
     caller: ApiCaller,
     id: web::Path<String>,
@@ -51,7 +61,9 @@ async fn confirm(
     ok(state.discovery.confirm(&caller.0, &id, &body.0).await?)
 }
 
-async fn dismiss(
+/// Dismiss a discovery candidate.
+#[utoipa::path(post, path = "/api/v1/discovery/candidates/{id}/dismiss", tag = "discovery", security(("ApiKey" = []), ("bearer" = [])), responses((status = 200, description = "the candidate"), (status = 409, description = "already decided")))]
+pub async fn dismiss(
     state: State,
     caller: ApiCaller,
     id: web::Path<String>,
@@ -60,12 +72,14 @@ async fn dismiss(
 }
 
 /// Start a clustering task (202).
-#[utoipa::path(post, path = "/api/v1/discovery/cluster", tag = "discovery", responses((status = 202)))]
+#[utoipa::path(post, path = "/api/v1/discovery/cluster", tag = "discovery", security(("ApiKey" = []), ("bearer" = [])), request_body(content = serde_json::Value, content_type = "application/json", example = json!({"threshold": 0.8})), responses((status = 202)))]
 pub async fn cluster(state: State, caller: ApiCaller, body: RawBody) -> ApiResult<HttpResponse> {
     accepted(state.discovery.start_cluster(&caller.0, &body.0).await?)
 }
 
-async fn cluster_status(
+/// The state of a clustering job.
+#[utoipa::path(get, path = "/api/v1/discovery/cluster/{id}", tag = "discovery", security(("ApiKey" = []), ("bearer" = [])), responses((status = 200, description = "the job")))]
+pub async fn cluster_status(
     state: State,
     caller: ApiCaller,
     id: web::Path<String>,
@@ -73,7 +87,9 @@ async fn cluster_status(
     ok(state.discovery.cluster_status(&caller.0, &id).await?)
 }
 
-async fn integration(
+/// Whether an integration (`agent_framework`, `model_provider`) is enabled.
+#[utoipa::path(get, path = "/api/v1/integrations/{name}/status", tag = "discovery", security(("ApiKey" = []), ("bearer" = [])), responses((status = 200, description = "`{integration, enabled, …}`")))]
+pub async fn integration(
     state: State,
     caller: ApiCaller,
     name: web::Path<String>,
@@ -82,7 +98,9 @@ async fn integration(
 }
 
 /// Inbound agent events: `X-API-Key` and `X-Webhook-Signature` (HMAC-SHA256 of the raw body).
-#[utoipa::path(post, path = "/webhooks/agent", tag = "discovery", responses((status = 202)))]
+#[utoipa::path(post, path = "/webhooks/agent", tag = "discovery", security(("ApiKey" = [], "WebhookSignature" = [])),
+    request_body(content = serde_json::Value, content_type = "application/json", example = json!({"event": "agent.started", "agent_id": "invoice-bot", "framework": "langchain"})),
+    responses((status = 202, description = "accepted"), (status = 401, description = "missing or wrong signature (`invalid_signature`) or key")))]
 pub async fn webhook(
     state: State,
     caller: ApiCaller,

@@ -10,33 +10,29 @@ use steward_guard::Gateway;
 use crate::auth::ApiCaller;
 use crate::error::{problem_body, ApiResult, PROBLEM_JSON};
 use crate::extract::{QueryPairs, RawBody};
+use crate::routes::registrar::Registrar;
 use crate::routes::reply::{created, ok};
 use crate::state::AppState;
 
 type State = web::Data<AppState>;
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(web::resource("/guard/health").route(web::get().to(health)))
-        .service(web::resource("/guard/validate").route(web::post().to(validate)))
-        .service(web::resource("/guard/stats").route(web::get().to(stats)))
-        .service(web::resource("/guard/detector/status").route(web::get().to(detector_status)))
-        .service(web::resource("/guard/detector/metrics").route(web::get().to(detector_metrics)))
-        .service(web::resource("/guard/detector/versions").route(web::get().to(detector_versions)))
-        .service(web::resource("/guard/detector/feedback").route(web::post().to(feedback)))
-        .service(web::resource("/guard/detector/train").route(web::post().to(train)))
-        .service(
-            web::resource("/guard/detector/training/status").route(web::get().to(training_status)),
-        )
-        .service(
-            web::resource("/guard/detector/rollback/{version}").route(web::post().to(rollback)),
-        )
-        .service(web::resource("/guard/detector/cancel").route(web::delete().to(cancel)))
-        .service(web::resource("/chat").route(web::post().to(chat)))
-        .service(web::resource("/agents/{id}/chat").route(web::post().to(agent_chat)))
-        .service(web::resource("/agents/{id}/action").route(web::post().to(agent_action)))
-        .service(
-            web::resource("/agents/{id}/completions").route(web::post().to(agent_completions)),
-        );
+/// The routes of this area, each registered with its documentation.
+pub fn routes(r: &mut Registrar) {
+    r.add::<__path_health>(web::to(health));
+    r.add::<__path_validate>(web::to(validate));
+    r.add::<__path_stats>(web::to(stats));
+    r.add::<__path_detector_status>(web::to(detector_status));
+    r.add::<__path_detector_metrics>(web::to(detector_metrics));
+    r.add::<__path_detector_versions>(web::to(detector_versions));
+    r.add::<__path_feedback>(web::to(feedback));
+    r.add::<__path_train>(web::to(train));
+    r.add::<__path_training_status>(web::to(training_status));
+    r.add::<__path_rollback>(web::to(rollback));
+    r.add::<__path_cancel>(web::to(cancel));
+    r.add::<__path_chat>(web::to(chat));
+    r.add::<__path_agent_chat>(web::to(agent_chat));
+    r.add::<__path_agent_action>(web::to(agent_action));
+    r.add::<__path_agent_completions>(web::to(agent_completions));
 }
 
 /// Guard configuration and detectors (no credentials).

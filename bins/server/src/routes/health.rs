@@ -16,7 +16,7 @@ pub struct RootInfo {
 }
 
 /// Platform information.
-#[utoipa::path(get, path = "/", tag = "health", responses((status = 200, body = RootInfo)))]
+#[utoipa::path(get, path = "/", tag = "health", security(()), responses((status = 200, body = RootInfo)))]
 pub async fn root() -> web::Json<RootInfo> {
     web::Json(RootInfo {
         name: "Steward",
@@ -34,13 +34,19 @@ pub struct Health {
 }
 
 /// Liveness: the process serves requests.
-#[utoipa::path(get, path = "/api/v1/health", tag = "health", responses((status = 200, body = Health)))]
+#[utoipa::path(get, path = "/api/v1/health", tag = "health", security(()), responses((status = 200, body = Health)))]
 pub async fn health(state: web::Data<AppState>) -> web::Json<Health> {
     web::Json(Health {
         status: "healthy",
         version: steward_core::VERSION,
         environment: state.settings.environment.as_str(),
     })
+}
+
+/// Liveness, outside the versioned API (as `/api/v1/health`).
+#[utoipa::path(get, path = "/health", tag = "health", security(()), responses((status = 200, body = Health)))]
+pub async fn health_unversioned(state: web::Data<AppState>) -> web::Json<Health> {
+    health(state).await
 }
 
 #[derive(Serialize, ToSchema, Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,7 +94,7 @@ pub async fn checks(state: &AppState) -> Checks {
 }
 
 /// Readiness: 200 when the database, cache and policy engine answer, else 503 naming the failure.
-#[utoipa::path(get, path = "/api/v1/health/ready", tag = "health", responses(
+#[utoipa::path(get, path = "/api/v1/health/ready", tag = "health", security(()), responses(
     (status = 200, body = Readiness), (status = 503, body = Readiness)))]
 pub async fn ready(state: web::Data<AppState>) -> HttpResponse {
     let checks = checks(&state).await;
@@ -104,8 +110,15 @@ pub async fn ready(state: web::Data<AppState>) -> HttpResponse {
     }
 }
 
+/// Readiness, outside the versioned API (as `/api/v1/health/ready`).
+#[utoipa::path(get, path = "/health/ready", tag = "health", security(()), responses(
+    (status = 200, body = Readiness), (status = 503, body = Readiness)))]
+pub async fn ready_unversioned(state: web::Data<AppState>) -> HttpResponse {
+    ready(state).await
+}
+
 /// Prometheus text exposition.
-#[utoipa::path(get, path = "/metrics", tag = "health", responses((status = 200, content_type = "text/plain")))]
+#[utoipa::path(get, path = "/metrics", tag = "health", security(()), responses((status = 200, content_type = "text/plain")))]
 pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
     HttpResponse::Ok()
         .insert_header((
@@ -116,6 +129,7 @@ pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
 }
 
 /// `/docs` → `/docs/` (the interactive documentation).
+#[utoipa::path(get, path = "/docs", tag = "health", security(()), responses((status = 308, description = "to `/docs/`")))]
 pub async fn docs_redirect() -> HttpResponse {
     HttpResponse::PermanentRedirect()
         .insert_header((header::LOCATION, "/docs/"))

@@ -5,17 +5,19 @@ use actix_web::{web, HttpResponse};
 use crate::auth::ApiCaller;
 use crate::error::ApiResult;
 use crate::extract::{QueryPairs, RawBody};
+use crate::routes::registrar::Registrar;
 use crate::routes::reply::{created, ok};
 use crate::state::AppState;
 
 type State = web::Data<AppState>;
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(web::resource("/hitl/request").route(web::post().to(request)))
-        .service(web::resource("/hitl/status/{id}").route(web::get().to(status)))
-        .service(web::resource("/hitl/pending").route(web::get().to(pending)))
-        .service(web::resource("/hitl/approve/{id}").route(web::post().to(approve)))
-        .service(web::resource("/hitl/reject/{id}").route(web::post().to(reject)));
+/// The routes of this area, each registered with its documentation.
+pub fn routes(r: &mut Registrar) {
+    r.add::<__path_request>(web::to(request));
+    r.add::<__path_status>(web::to(status));
+    r.add::<__path_pending>(web::to(pending));
+    r.add::<__path_approve>(web::to(approve));
+    r.add::<__path_reject>(web::to(reject));
 }
 
 /// Ask for a human approval of one action (201, status `pending`).

@@ -5,68 +5,55 @@ use actix_web::{web, HttpResponse};
 use crate::auth::{JwtCaller, PlatformAuth};
 use crate::error::ApiResult;
 use crate::extract::{QueryPairs, RawBody};
+use crate::routes::registrar::Registrar;
 use crate::routes::reply::{created, no_content, ok};
 use crate::state::AppState;
 
 type State = web::Data<AppState>;
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(web::resource("/auth/login").route(web::post().to(login)))
-        .service(web::resource("/auth/logout").route(web::post().to(logout)))
-        .service(web::resource("/auth/me").route(web::get().to(me)))
-        .service(web::resource("/auth/sso/providers").route(web::get().to(sso_providers)))
-        .service(web::resource("/auth/sso/login").route(web::get().to(sso_login)))
-        .service(web::resource("/auth/sso/callback").route(web::get().to(sso_callback)))
-        .service(web::resource("/auth/sso/exchange").route(web::post().to(sso_exchange)))
-        .service(
-            web::resource("/users/me")
-                .route(web::get().to(me))
-                .route(web::put().to(update_me)),
-        )
-        .service(web::resource("/users/me/change-password").route(web::post().to(change_password)))
-        .service(
-            web::resource("/users")
-                .route(web::get().to(list_users))
-                .route(web::post().to(create_user)),
-        )
-        .service(
-            web::resource("/users/{id}")
-                .route(web::get().to(get_user))
-                .route(web::put().to(update_user))
-                .route(web::delete().to(delete_user)),
-        )
-        .service(web::resource("/users/{id}/reset-password").route(web::post().to(reset_password)))
-        .service(web::resource("/users/{id}/role").route(web::put().to(set_role)))
-        .service(web::resource("/users/{id}/block").route(web::post().to(block)))
-        .service(web::resource("/users/{id}/unblock").route(web::post().to(unblock)))
-        .service(
-            web::resource("/api-keys")
-                .route(web::get().to(list_keys))
-                .route(web::post().to(create_key)),
-        )
-        .service(web::resource("/api-keys/{id}").route(web::delete().to(revoke_key)))
-        .service(
-            web::resource("/tenants")
-                .route(web::get().to(list_tenants))
-                .route(web::post().to(create_tenant)),
-        );
+/// The routes of this area, each registered with its documentation.
+pub fn routes(r: &mut Registrar) {
+    r.add::<__path_login>(web::to(login));
+    r.add::<__path_logout>(web::to(logout));
+    r.add::<__path_me>(web::to(me));
+    r.add::<__path_sso_providers>(web::to(sso_providers));
+    r.add::<__path_sso_login>(web::to(sso_login));
+    r.add::<__path_sso_callback>(web::to(sso_callback));
+    r.add::<__path_sso_exchange>(web::to(sso_exchange));
+    r.add::<__path_users_me>(web::to(users_me));
+    r.add::<__path_update_me>(web::to(update_me));
+    r.add::<__path_change_password>(web::to(change_password));
+    r.add::<__path_list_users>(web::to(list_users));
+    r.add::<__path_create_user>(web::to(create_user));
+    r.add::<__path_get_user>(web::to(get_user));
+    r.add::<__path_update_user>(web::to(update_user));
+    r.add::<__path_delete_user>(web::to(delete_user));
+    r.add::<__path_reset_password>(web::to(reset_password));
+    r.add::<__path_set_role>(web::to(set_role));
+    r.add::<__path_block>(web::to(block));
+    r.add::<__path_unblock>(web::to(unblock));
+    r.add::<__path_list_keys>(web::to(list_keys));
+    r.add::<__path_create_key>(web::to(create_key));
+    r.add::<__path_revoke_key>(web::to(revoke_key));
+    r.add::<__path_list_tenants>(web::to(list_tenants));
+    r.add::<__path_create_tenant>(web::to(create_tenant));
 }
 
 /// Log in with e-mail and password.
-#[utoipa::path(post, path = "/api/v1/auth/login", tag = "auth", responses((status = 200, description = "LoginResponse")))]
+#[utoipa::path(post, path = "/api/v1/auth/login", tag = "auth", security(()), request_body(content = serde_json::Value, content_type = "application/json", example = json!({"email": "ada@example.com", "password": "Correct-horse-1"})), responses((status = 200, description = "LoginResponse")))]
 pub async fn login(state: State, body: RawBody) -> ApiResult<HttpResponse> {
     ok(state.identity.login(&body.0).await?)
 }
 
 /// End the session of this access token.
-#[utoipa::path(post, path = "/api/v1/auth/logout", tag = "auth", responses((status = 204)))]
+#[utoipa::path(post, path = "/api/v1/auth/logout", tag = "auth", security(("bearer" = [])), responses((status = 204)))]
 pub async fn logout(state: State, caller: JwtCaller) -> ApiResult<HttpResponse> {
     state.identity.logout(&caller.0).await?;
     no_content()
 }
 
 /// The current user.
-#[utoipa::path(get, path = "/api/v1/auth/me", tag = "auth", responses((status = 200)))]
+#[utoipa::path(get, path = "/api/v1/auth/me", tag = "auth", security(("bearer" = [])), responses((status = 200)))]
 pub async fn me(state: State, caller: JwtCaller) -> ApiResult<HttpResponse> {
     ok(state.identity.me(&caller.0).await?)
 }
@@ -123,11 +110,21 @@ pub async fn sso_exchange(state: State, body: RawBody) -> ApiResult<HttpResponse
         .json(response))
 }
 
-async fn update_me(state: State, caller: JwtCaller, body: RawBody) -> ApiResult<HttpResponse> {
+/// The current user (as `GET /auth/me`).
+#[utoipa::path(get, path = "/api/v1/users/me", tag = "users", security(("bearer" = [])), responses((status = 200, description = "the user")))]
+pub async fn users_me(state: State, caller: JwtCaller) -> ApiResult<HttpResponse> {
+    me(state, caller).await
+}
+
+/// Update the current user's profile.
+#[utoipa::path(put, path = "/api/v1/users/me", tag = "users", security(("bearer" = [])), request_body(content = serde_json::Value, content_type = "application/json", example = json!({"full_name": "Ada Lovelace"})), responses((status = 200, description = "the user")))]
+pub async fn update_me(state: State, caller: JwtCaller, body: RawBody) -> ApiResult<HttpResponse> {
     ok(state.identity.update_me(&caller.0, &body.0).await?)
 }
 
-async fn change_password(
+/// Change the current user's password (409 for single sign-on users).
+#[utoipa::path(post, path = "/api/v1/users/me/change-password", tag = "users", security(("bearer" = [])), request_body(content = serde_json::Value, content_type = "application/json", example = json!({"current_password": "Old-password-1", "new_password": "New-password-22"})), responses((status = 204), (status = 409, description = "single sign-on users have no password")))]
+pub async fn change_password(
     state: State,
     caller: JwtCaller,
     body: RawBody,
@@ -137,13 +134,13 @@ async fn change_password(
 }
 
 /// List users (admin: own tenant; super admin: every tenant).
-#[utoipa::path(get, path = "/api/v1/users", tag = "users", responses((status = 200)))]
+#[utoipa::path(get, path = "/api/v1/users", tag = "users", security(("bearer" = [])), responses((status = 200)))]
 pub async fn list_users(state: State, caller: JwtCaller, q: QueryPairs) -> ApiResult<HttpResponse> {
     ok(state.identity.list_users(&caller.0, &q.0).await?)
 }
 
 /// Create a user.
-#[utoipa::path(post, path = "/api/v1/users", tag = "users", responses((status = 201)))]
+#[utoipa::path(post, path = "/api/v1/users", tag = "users", security(("bearer" = [])), request_body(content = serde_json::Value, content_type = "application/json", example = json!({"email": "ada@example.com", "password": "Correct-horse-1", "full_name": "Ada Lovelace", "role": "developer"})), responses((status = 201)))]
 pub async fn create_user(
     state: State,
     caller: JwtCaller,
@@ -152,7 +149,9 @@ pub async fn create_user(
     created(state.identity.create_user(&caller.0, &body.0).await?)
 }
 
-async fn get_user(
+/// One user.
+#[utoipa::path(get, path = "/api/v1/users/{id}", tag = "users", security(("bearer" = [])), responses((status = 200, description = "the user")))]
+pub async fn get_user(
     state: State,
     caller: JwtCaller,
     id: web::Path<String>,
@@ -160,7 +159,9 @@ async fn get_user(
     ok(state.identity.get_user(&caller.0, &id).await?)
 }
 
-async fn update_user(
+/// Update a user.
+#[utoipa::path(put, path = "/api/v1/users/{id}", tag = "users", security(("bearer" = [])), request_body(content = serde_json::Value, content_type = "application/json", example = json!({"full_name": "Ada Lovelace", "is_active": true})), responses((status = 200, description = "the user"), (status = 409, description = "the e-mail is taken")))]
+pub async fn update_user(
     state: State,
     caller: JwtCaller,
     id: web::Path<String>,
@@ -169,7 +170,9 @@ async fn update_user(
     ok(state.identity.update_user(&caller.0, &id, &body.0).await?)
 }
 
-async fn delete_user(
+/// Delete a user (its keys and sessions end).
+#[utoipa::path(delete, path = "/api/v1/users/{id}", tag = "users", security(("bearer" = [])), responses((status = 204)))]
+pub async fn delete_user(
     state: State,
     caller: JwtCaller,
     id: web::Path<String>,
@@ -178,7 +181,9 @@ async fn delete_user(
     no_content()
 }
 
-async fn reset_password(
+/// Set a user's password (409 for single sign-on users).
+#[utoipa::path(post, path = "/api/v1/users/{id}/reset-password", tag = "users", security(("bearer" = [])), request_body(content = serde_json::Value, content_type = "application/json", example = json!({"new_password": "Brand-new-pass-1"})), responses((status = 204), (status = 409, description = "single sign-on users have no password")))]
+pub async fn reset_password(
     state: State,
     caller: JwtCaller,
     id: web::Path<String>,
@@ -191,7 +196,9 @@ async fn reset_password(
     no_content()
 }
 
-async fn set_role(
+/// Change a user's role.
+#[utoipa::path(put, path = "/api/v1/users/{id}/role", tag = "users", security(("bearer" = [])), request_body(content = serde_json::Value, content_type = "application/json", example = json!({"role": "security_analyst"})), responses((status = 200, description = "the user")))]
+pub async fn set_role(
     state: State,
     caller: JwtCaller,
     id: web::Path<String>,
@@ -200,11 +207,19 @@ async fn set_role(
     ok(state.identity.set_role(&caller.0, &id, &body.0).await?)
 }
 
-async fn block(state: State, caller: JwtCaller, id: web::Path<String>) -> ApiResult<HttpResponse> {
+/// Block a user: every credential of the user is refused at once.
+#[utoipa::path(post, path = "/api/v1/users/{id}/block", tag = "users", security(("bearer" = [])), responses((status = 200, description = "the user")))]
+pub async fn block(
+    state: State,
+    caller: JwtCaller,
+    id: web::Path<String>,
+) -> ApiResult<HttpResponse> {
     ok(state.identity.set_blocked(&caller.0, &id, true).await?)
 }
 
-async fn unblock(
+/// Unblock a user.
+#[utoipa::path(post, path = "/api/v1/users/{id}/unblock", tag = "users", security(("bearer" = [])), responses((status = 200, description = "the user")))]
+pub async fn unblock(
     state: State,
     caller: JwtCaller,
     id: web::Path<String>,
@@ -213,16 +228,20 @@ async fn unblock(
 }
 
 /// Create a personal API key (the raw key is shown once).
-#[utoipa::path(post, path = "/api/v1/api-keys", tag = "api-keys", responses((status = 201)))]
+#[utoipa::path(post, path = "/api/v1/api-keys", tag = "api-keys", security(("bearer" = [])), request_body(content = serde_json::Value, content_type = "application/json", example = json!({"name": "ci pipeline"})), responses((status = 201)))]
 pub async fn create_key(state: State, caller: JwtCaller, body: RawBody) -> ApiResult<HttpResponse> {
     created(state.identity.create_api_key(&caller.0, &body.0).await?)
 }
 
-async fn list_keys(state: State, caller: JwtCaller, q: QueryPairs) -> ApiResult<HttpResponse> {
+/// The caller's API keys (masked; session keys are not listed).
+#[utoipa::path(get, path = "/api/v1/api-keys", tag = "api-keys", security(("bearer" = [])), params(("limit" = Option<u32>, Query, minimum = 1, maximum = 100), ("offset" = Option<u32>, Query, minimum = 0)), responses((status = 200, description = "`{items, total, limit, offset}`")))]
+pub async fn list_keys(state: State, caller: JwtCaller, q: QueryPairs) -> ApiResult<HttpResponse> {
     ok(state.identity.list_api_keys(&caller.0, &q.0).await?)
 }
 
-async fn revoke_key(
+/// Revoke an API key.
+#[utoipa::path(delete, path = "/api/v1/api-keys/{id}", tag = "api-keys", security(("bearer" = [])), responses((status = 204)))]
+pub async fn revoke_key(
     state: State,
     caller: JwtCaller,
     id: web::Path<String>,
@@ -232,7 +251,7 @@ async fn revoke_key(
 }
 
 /// Create a tenant (admin key or super admin).
-#[utoipa::path(post, path = "/api/v1/tenants", tag = "tenants", responses((status = 201)))]
+#[utoipa::path(post, path = "/api/v1/tenants", tag = "tenants", security(("AdminKey" = []), ("bearer" = [])), request_body(content = serde_json::Value, content_type = "application/json", example = json!({"name": "acme", "settings": {}})), responses((status = 201)))]
 pub async fn create_tenant(
     state: State,
     caller: PlatformAuth,
@@ -241,7 +260,9 @@ pub async fn create_tenant(
     created(state.identity.create_tenant(&caller.0, &body.0).await?)
 }
 
-async fn list_tenants(
+/// List tenants (admin key or super admin).
+#[utoipa::path(get, path = "/api/v1/tenants", tag = "tenants", security(("AdminKey" = []), ("bearer" = [])), params(("limit" = Option<u32>, Query, minimum = 1, maximum = 100), ("offset" = Option<u32>, Query, minimum = 0)), responses((status = 200, description = "`{items, total, limit, offset}`")))]
+pub async fn list_tenants(
     state: State,
     caller: PlatformAuth,
     q: QueryPairs,

@@ -13,37 +13,41 @@ pub mod reply;
 pub mod siem;
 pub mod status;
 
+pub mod registrar;
+
 use actix_web::web;
-use utoipa::OpenApi;
 use utoipa_swagger_ui::SwaggerUi;
 
-use crate::openapi::ApiDoc;
+use registrar::Registrar;
 
-/// Everything outside `/api/v1` plus the versioned API.
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(web::resource("/").route(web::get().to(health::root)))
-        .service(web::resource("/health").route(web::get().to(health::health)))
-        .service(web::resource("/health/ready").route(web::get().to(health::ready)))
-        .service(web::resource("/metrics").route(web::get().to(health::metrics)))
-        .service(web::resource("/docs").route(web::get().to(health::docs_redirect)))
-        .service(SwaggerUi::new("/docs/{_:.*}").url("/openapi.json", ApiDoc::openapi()))
-        .service(web::resource("/webhooks/agent").route(web::post().to(discovery::webhook)))
-        .service(web::scope("/api/v1").configure(api_v1));
+/// Every route of the server with its documentation, in registration order.
+pub fn registrar() -> Registrar {
+    use actix_web::web::to;
+    let mut r = Registrar::default();
+    r.add::<health::__path_root>(to(health::root))
+        .add::<health::__path_health_unversioned>(to(health::health_unversioned))
+        .add::<health::__path_ready_unversioned>(to(health::ready_unversioned))
+        .add::<health::__path_metrics>(to(health::metrics))
+        .add::<health::__path_docs_redirect>(to(health::docs_redirect))
+        .add::<discovery::__path_webhook>(to(discovery::webhook))
+        .add::<health::__path_health>(to(health::health))
+        .add::<health::__path_ready>(to(health::ready));
+    identity::routes(&mut r);
+    agents::routes(&mut r);
+    discovery::routes(&mut r);
+    policies::routes(&mut r);
+    status::routes(&mut r);
+    audit::routes(&mut r);
+    hitl::routes(&mut r);
+    anomalies::routes(&mut r);
+    guard::routes(&mut r);
+    siem::routes(&mut r);
+    r.add::<crate::ws::__path_connect>(to(crate::ws::connect));
+    r
 }
 
-/// The versioned API.
-fn api_v1(cfg: &mut web::ServiceConfig) {
-    cfg.service(web::resource("/health").route(web::get().to(health::health)))
-        .service(web::resource("/health/ready").route(web::get().to(health::ready)))
-        .configure(identity::configure)
-        .configure(agents::configure)
-        .configure(discovery::configure)
-        .configure(policies::configure)
-        .configure(status::configure)
-        .configure(audit::configure)
-        .configure(hitl::configure)
-        .configure(anomalies::configure)
-        .configure(guard::configure)
-        .configure(siem::configure)
-        .service(web::resource("/ws").route(web::get().to(crate::ws::connect)));
+/// The routes, and the interactive documentation of the same registration.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    registrar().register(cfg);
+    cfg.service(SwaggerUi::new("/docs/{_:.*}").url("/openapi.json", crate::openapi::document()));
 }

@@ -8,15 +8,17 @@ use steward_siem::{Format, SiemConfig, TransportConfig, TransportKind};
 
 use crate::auth::PlatformAuth;
 use crate::error::ApiResult;
+use crate::routes::registrar::Registrar;
 use crate::routes::reply::ok;
 use crate::settings::Settings;
 use crate::state::AppState;
 
 type State = web::Data<AppState>;
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(web::resource("/siem/status").route(web::get().to(status)))
-        .service(web::resource("/siem/test").route(web::post().to(test)));
+/// The routes of this area, each registered with its documentation.
+pub fn routes(r: &mut Registrar) {
+    r.add::<__path_status>(web::to(status));
+    r.add::<__path_test>(web::to(test));
 }
 
 /// The exporter's configuration from the settings (`auto` resolved).

@@ -7,12 +7,14 @@ use steward_core::clock;
 use crate::auth::ApiCaller;
 use crate::error::ApiResult;
 use crate::routes::health::checks;
+use crate::routes::registrar::Registrar;
 use crate::routes::reply::ok;
 use crate::state::AppState;
 
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(web::resource("/status").route(web::get().to(status)))
-        .service(web::resource("/stats").route(web::get().to(stats)));
+/// The routes of this area, each registered with its documentation.
+pub fn routes(r: &mut Registrar) {
+    r.add::<__path_status>(web::to(status));
+    r.add::<__path_stats>(web::to(stats));
 }
 
 fn uptime(secs: u64) -> String {
@@ -34,7 +36,7 @@ fn online(up: bool) -> &'static str {
 }
 
 /// Platform status: services, tenant, uptime.
-#[utoipa::path(get, path = "/api/v1/status", tag = "health", responses((status = 200)))]
+#[utoipa::path(get, path = "/api/v1/status", tag = "health", security(("ApiKey" = []), ("bearer" = [])), responses((status = 200)))]
 pub async fn status(state: web::Data<AppState>, caller: ApiCaller) -> ApiResult<HttpResponse> {
     // The tenant read authorises the caller; the checks run alongside it.
     let (c, tenant) = futures_util::join!(checks(&state), state.identity.own_tenant(&caller.0));

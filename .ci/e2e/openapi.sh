@@ -62,6 +62,7 @@ curl_json "$URL/openapi.json" > "$WORK/openapi.json"
 echo "openapi: validating $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(sum(len([m for m in v if m in ("get","put","post","delete","patch")]) for v in d["paths"].values()), "operations")' "$WORK/openapi.json")"
 "$VENV/bin/openapi-spec-validator" "$WORK/openapi.json"
 
+cd "$WORK"  # schemathesis keeps its cache in the working directory
 fuzz() {  # fuzz NAME HEADER
   echo "openapi: schemathesis as $1 ($EXAMPLES examples per operation)"
   # `auth_logout` would end the JWT's session half-way through the run.

@@ -69,14 +69,22 @@ fuzz() {  # fuzz NAME HEADER
   "$VENV/bin/schemathesis" run "$URL/openapi.json" -H "$2" \
     -c not_a_server_error,response_schema_conformance -n "$EXAMPLES" \
     --phases examples,coverage,fuzzing --exclude-operation-id auth_logout \
-    --seed 20261124 --no-color 2>&1 | grep -v '^  - ' | tail -25
-  return "${PIPESTATUS[0]}"
+    --seed 20261124 --no-color >"$WORK/st.log" 2>&1
+  local rc=$?
+  if [ "$rc" -ne 0 ] && grep -q '^=* *FAILURES' "$WORK/st.log"; then
+    # The failures with their reproduction (curl), then the summary.
+    sed -n '/^=* *FAILURES/,/^=* *SUMMARY/p' "$WORK/st.log" | head -200
+  fi
+  grep -v '^  - ' "$WORK/st.log" | tail -25
+  return "$rc"
 }
-fuzz "tenant API key" "X-API-Key: $TENANT_KEY"
-fuzz "super admin JWT" "Authorization: Bearer $JWT"
+status=0
+fuzz "tenant API key" "X-API-Key: $TENANT_KEY" || status=1
+fuzz "super admin JWT" "Authorization: Bearer $JWT" || status=1
 if grep -E '(panicked|internal_error)' "$WORK/server.log" >/dev/null; then
   echo "openapi: the server logged internal errors:" >&2
   grep -E '(panicked|internal_error)' "$WORK/server.log" | head -20 >&2
   exit 1
 fi
+[ "$status" = 0 ] || exit 1
 echo "openapi: ok"

@@ -132,6 +132,7 @@ struct Conventions;
 impl utoipa::Modify for Conventions {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
         use utoipa::openapi::path::{ParameterBuilder, ParameterIn};
+        use utoipa::openapi::schema::Schema;
         use utoipa::openapi::security::SecurityRequirement;
         use utoipa::openapi::{ContentBuilder, Ref, Required, ResponseBuilder};
 
@@ -226,7 +227,32 @@ impl utoipa::Modify for Conventions {
                     statuses.push(("422", "invalid fields (listed in `errors`)"));
                 }
                 statuses.push(("503", "the database or cache is unavailable"));
+                // An optional body is documented as its schema with `required: false`, not
+                // as `oneOf: [null, schema]` (a JSON `null` body is not what is meant).
+                if let Some(body) = op.request_body.as_mut() {
+                    for content in body.content.values_mut() {
+                        if let Some(utoipa::openapi::RefOr::T(Schema::OneOf(one))) = &content.schema
+                        {
+                            let not_null: Vec<_> = one
+                                .items
+                                .iter()
+                                .filter(|s| !is_null_schema(s))
+                                .cloned()
+                                .collect();
+                            if not_null.len() == 1 && one.items.len() == 2 {
+                                content.schema = not_null.into_iter().next();
+                            }
+                        }
+                    }
+                }
                 let responses = &mut op.responses.responses;
+                for (status, response) in responses.iter_mut() {
+                    if let utoipa::openapi::RefOr::T(r) = response {
+                        if r.description.is_empty() {
+                            r.description = default_description(status).to_owned();
+                        }
+                    }
+                }
                 for (status, description) in statuses {
                     responses
                         .entry(status.to_owned())
@@ -251,5 +277,23 @@ impl utoipa::Modify for Conventions {
                 }
             }
         }
+    }
+}
+
+/// True for the `{"type": "null"}` member of an `Option`'s `oneOf`.
+fn is_null_schema(s: &utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>) -> bool {
+    use utoipa::openapi::schema::{Schema, SchemaType, Type};
+    matches!(s, utoipa::openapi::RefOr::T(Schema::Object(o)) if o.schema_type == SchemaType::Type(Type::Null))
+}
+
+/// The description of a response its handler left without one.
+fn default_description(status: &str) -> &'static str {
+    match status {
+        "200" => "OK",
+        "201" => "Created",
+        "202" => "Accepted: the work continues in the background",
+        "204" => "No content",
+        "308" => "Permanent redirect",
+        _ => "See the problem document",
     }
 }

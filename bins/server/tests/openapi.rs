@@ -121,3 +121,114 @@ fn every_operation_has_security_and_problem_responses() {
         );
     }
 }
+
+/// The document as JSON, for checks over its shape.
+fn document_json() -> serde_json::Value {
+    serde_json::to_value(steward_server::openapi::document())
+        .unwrap_or_else(|e| panic!("document: {e}"))
+}
+
+/// Lists answer the one generic envelope (`Page`, composed with the item type) and take the
+/// paging parameters with their bounds; request bodies and JSON successes name a schema.
+#[test]
+fn lists_bodies_and_successes_are_typed() {
+    let doc = document_json();
+    let schemas = &doc["components"]["schemas"];
+    let page = &schemas["Page"];
+    for field in ["items", "total", "skip", "limit"] {
+        assert!(page["properties"][field].is_object(), "Page.{field}");
+    }
+    let mut lists = 0;
+    let mut untyped = Vec::new();
+    for (path, item) in doc["paths"].as_object().into_iter().flatten() {
+        for (method, op) in item.as_object().into_iter().flatten() {
+            let Some(responses) = op["responses"].as_object() else {
+                continue;
+            };
+            if let Some(body) = op.get("requestBody") {
+                for (ct, content) in body["content"].as_object().into_iter().flatten() {
+                    if ct == "application/json" && content["schema"].get("$ref").is_none() {
+                        untyped.push(format!("{method} {path} request"));
+                    }
+                }
+            }
+            let Some(ok) = responses.get("200").or_else(|| responses.get("201")) else {
+                continue;
+            };
+            let schema = &ok["content"]["application/json"]["schema"];
+            let reference = schema["$ref"].as_str().unwrap_or_default();
+            if let Some(name) = reference.strip_prefix("#/components/schemas/Page_") {
+                lists += 1;
+                let composed = &schemas[format!("Page_{name}")]["allOf"];
+                assert_eq!(
+                    composed[0]["$ref"], "#/components/schemas/Page",
+                    "{method} {path}: not the generic envelope"
+                );
+                let params: Vec<&str> = op["parameters"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|p| p["name"].as_str())
+                    .collect();
+                assert!(
+                    params.contains(&"limit")
+                        && (params.contains(&"skip") || params.contains(&"offset")),
+                    "{method} {path}: a list without paging parameters ({params:?})"
+                );
+            }
+        }
+    }
+    assert!(lists >= 12, "only {lists} lists use the envelope");
+    assert!(
+        untyped.is_empty(),
+        "JSON bodies without a schema: {untyped:?}"
+    );
+}
+
+/// Enumerations are schema enums drawn from the validation constants.
+#[test]
+fn enumerations_are_schema_enums() {
+    let doc = document_json();
+    let schemas = &doc["components"]["schemas"];
+    let values = |schema: &str, field: &str| -> Vec<String> {
+        schemas[schema]["properties"][field]["enum"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{schema}.{field} is not an enum"))
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_owned))
+            .collect()
+    };
+    assert_eq!(
+        values("UserView", "role"),
+        [
+            "viewer",
+            "developer",
+            "security_analyst",
+            "admin",
+            "super_admin"
+        ]
+    );
+    assert_eq!(values("SetRole", "role"), values("UserView", "role"));
+    assert_eq!(
+        values("GuardResult", "threat_level"),
+        ["safe", "suspicious", "blocked"]
+    );
+    assert_eq!(values("ExportJob", "format"), ["jsonl", "json", "csv"]);
+    assert_eq!(
+        values("HitlRequest", "status"),
+        ["pending", "approved", "rejected"]
+    );
+    assert_eq!(
+        values("Report", "status"),
+        steward_anomaly::reports::STATUSES.to_vec()
+    );
+    assert_eq!(
+        values("AgentView", "type"),
+        steward_registry::embedding::AGENT_TYPES.to_vec()
+    );
+    assert!(values("Task", "status").contains(&"cancelled".to_owned()));
+    assert_eq!(
+        values("RiskView", "level"),
+        ["low", "medium", "high", "critical"]
+    );
+}

@@ -23,6 +23,14 @@ use uuid::Uuid;
 pub const STATUSES: [&str; 4] = ["open", "investigating", "resolved", "false_positive"];
 /// Report sources.
 pub const SOURCES: [&str; 2] = ["auto", "manual"];
+
+fn statuses() -> utoipa::openapi::Object {
+    steward_core::schema::one_of(&STATUSES)
+}
+
+fn sources() -> utoipa::openapi::Object {
+    steward_core::schema::one_of(&SOURCES)
+}
 /// Largest page.
 pub const MAX_LIMIT: i64 = 200;
 
@@ -42,13 +50,15 @@ pub trait ReportHooks: Send + Sync + 'static {
 }
 
 /// The report object.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq, utoipa::ToSchema)]
 pub struct Report {
     pub id: Uuid,
     pub tenant_id: Uuid,
     pub agent_id: Option<Uuid>,
     pub risk_score: f64,
+    #[schema(schema_with = sources)]
     pub source: String,
+    #[schema(schema_with = statuses)]
     pub status: String,
     pub event_data: Value,
     #[serde(with = "steward_core::clock::serde_ts")]
@@ -58,7 +68,7 @@ pub struct Report {
 }
 
 /// A feedback sample as answered by `POST /anomalies/detector/feedback`.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq, utoipa::ToSchema)]
 pub struct Feedback {
     pub id: Uuid,
     pub label: i32,
@@ -69,7 +79,7 @@ pub struct Feedback {
 }
 
 /// `GET /anomalies/stats`.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq, utoipa::ToSchema)]
 pub struct Stats {
     pub total: i64,
     pub by_status: Map<String, Value>,

@@ -54,7 +54,7 @@ pub struct DetectorConfig {
 }
 
 /// `GET /anomalies/detector/status`.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq, utoipa::ToSchema)]
 pub struct DetectorStatus {
     pub model_version: Option<i32>,
     pub backend: String,
@@ -68,7 +68,7 @@ pub struct DetectorStatus {
 }
 
 /// `GET /anomalies/detector/metrics`.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq, utoipa::ToSchema)]
 pub struct DetectorMetrics {
     pub model_version: Option<i32>,
     pub precision: Option<f64>,
@@ -78,7 +78,7 @@ pub struct DetectorMetrics {
 }
 
 /// One row of `GET /anomalies/detector/versions`.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq, utoipa::ToSchema)]
 pub struct VersionView {
     pub version: i32,
     #[serde(with = "steward_core::clock::serde_ts")]

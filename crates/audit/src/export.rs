@@ -33,7 +33,11 @@ const JOB_BATCH: i64 = 5_000;
 const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 const JOB_KIND: &str = "audit_export";
 const LEASE: Duration = Duration::from_secs(30);
-const FORMATS: [&str; 3] = ["jsonl", "json", "csv"];
+pub const FORMATS: [&str; 3] = ["jsonl", "json", "csv"];
+
+fn formats() -> utoipa::openapi::Object {
+    steward_core::schema::one_of(&FORMATS)
+}
 const CSV_COLUMNS: &str =
     "id,seq,timestamp,agent_id,agent_name,user_id,action,resource,risk_score,is_approved,input,output,reasoning,prev_hash,hash,signature";
 
@@ -211,14 +215,18 @@ pub struct SyncExport {
 }
 
 /// An asynchronous export job as the API shows it.
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug, serde::Serialize, utoipa::ToSchema)]
 pub struct ExportJob {
     pub job_id: String,
+    #[schema(schema_with = steward_store::jobs::statuses)]
     pub status: String,
     pub progress: f64,
     pub records: i64,
+    #[schema(schema_with = formats)]
     pub format: String,
+    #[schema(schema_with = steward_core::schema::timestamp)]
     pub created_at: String,
+    #[schema(schema_with = steward_core::schema::nullable_timestamp)]
     pub finished_at: Option<String>,
     pub error: Option<String>,
     pub download_url: Option<String>,

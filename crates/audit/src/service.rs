@@ -22,7 +22,7 @@ use crate::chain::{canonical_bytes, ChainHasher, SignedFields};
 use crate::writer::Writer;
 
 /// An audit entry as the API emits it (contract 14.1).
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 pub struct AuditEntry {
     pub id: String,
     pub seq: i64,
@@ -37,6 +37,7 @@ pub struct AuditEntry {
     pub reasoning: Value,
     pub risk_score: f64,
     pub is_approved: bool,
+    #[schema(schema_with = steward_core::schema::timestamp)]
     pub timestamp: String,
     pub prev_hash: String,
     pub hash: String,
@@ -120,7 +121,7 @@ impl AuditEntry {
 }
 
 /// The result of `GET /audit/verify`.
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, PartialEq, Eq, utoipa::ToSchema)]
 pub struct Verification {
     pub valid: bool,
     pub checked: i64,

@@ -16,6 +16,7 @@ pub mod page;
 pub mod presence;
 pub mod principal;
 pub mod role;
+pub mod schema;
 pub mod validate;
 
 pub use audit::{AuditRecord, AuditWriter};

@@ -88,6 +88,77 @@ impl<T> Page<T> {
     }
 }
 
+/// The one list envelope of the document: `Page` is the generic `{items, total, skip, limit}`
+/// schema, and a `Page<T>` in an operation is `allOf: [Page, {items: [T]}]`.
+impl<T: utoipa::ToSchema> utoipa::__dev::ComposeSchema for Page<T> {
+    fn compose(
+        generics: Vec<utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>>,
+    ) -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{AllOfBuilder, ArrayBuilder, ObjectBuilder};
+        use utoipa::openapi::{Ref, RefOr};
+        // A reference to the item type (registered by `schemas`), not the inlined copy the
+        // derive macro passes in `generics`.
+        let _ = generics;
+        let item: RefOr<_> = RefOr::Ref(Ref::from_schema_name(T::name()));
+        AllOfBuilder::new()
+            .item(Ref::from_schema_name("Page"))
+            .item(
+                ObjectBuilder::new()
+                    .property("items", ArrayBuilder::new().items(item))
+                    .required("items"),
+            )
+            .into()
+    }
+}
+
+impl<T: utoipa::ToSchema> utoipa::ToSchema for Page<T> {
+    fn name() -> std::borrow::Cow<'static, str> {
+        std::borrow::Cow::Borrowed("Page")
+    }
+
+    fn schemas(
+        schemas: &mut Vec<(
+            String,
+            utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>,
+        )>,
+    ) {
+        schemas.push(("Page".to_owned(), envelope().into()));
+        schemas.push((T::name().into_owned(), T::schema()));
+        T::schemas(schemas);
+    }
+}
+
+/// The generic envelope: the items of any type, and the paging figures.
+fn envelope() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, Type};
+    let int = |description: &str, min: f64| {
+        ObjectBuilder::new()
+            .schema_type(Type::Integer)
+            .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(
+                utoipa::openapi::KnownFormat::Int64,
+            )))
+            .minimum(Some(min))
+            .description(Some(description))
+    };
+    ObjectBuilder::new()
+        .description(Some(
+            "A page of a collection (contract 4): the items, the total matching the filters, \
+             and the effective skip and limit.",
+        ))
+        .property("items", ArrayBuilder::new().items(ObjectBuilder::new()))
+        .property("total", int("items matching the filters, all pages", 0.0))
+        .property("skip", int("items skipped", 0.0))
+        .property(
+            "limit",
+            int("the effective page size (after clamping)", 1.0),
+        )
+        .required("items")
+        .required("total")
+        .required("skip")
+        .required("limit")
+        .build()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -32,16 +32,19 @@ const GROUP_ATTEMPTS: usize = 5;
 const LOOKUP_CHUNK: usize = 500;
 
 /// A clustering task as the API shows it.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct Task {
     pub task_id: String,
     pub kind: String,
+    #[schema(schema_with = steward_store::jobs::statuses)]
     pub status: String,
     pub progress: f64,
     /// Candidates absorbed so far.
     pub merged: i64,
     pub error: Option<String>,
+    #[schema(schema_with = steward_core::schema::timestamp)]
     pub created_at: String,
+    #[schema(schema_with = steward_core::schema::nullable_timestamp)]
     pub finished_at: Option<String>,
 }
 

@@ -23,6 +23,10 @@ pub const PENDING: &str = "pending";
 pub const CONFIRMED: &str = "confirmed";
 pub const DISMISSED: &str = "dismissed";
 
+fn statuses() -> utoipa::openapi::Object {
+    steward_core::schema::one_of(&[PENDING, CONFIRMED, DISMISSED])
+}
+
 /// `score = min(1.0, 0.5 + 0.1 × (event_count − 1))`, computed as `(event_count + 4) / 10`
 /// so that the usual values are exact decimals (0.6, not 0.6000000000000001).
 pub fn score(event_count: i64) -> f64 {
@@ -224,7 +228,7 @@ impl CandidateRow {
 }
 
 /// The candidate object (contract 12.1).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct Candidate {
     pub id: String,
     pub tenant_id: String,
@@ -236,10 +240,14 @@ pub struct Candidate {
     pub score: f64,
     pub event_count: i64,
     pub evidence: Value,
+    #[schema(schema_with = statuses)]
     pub status: String,
+    #[schema(schema_with = steward_core::schema::timestamp)]
     pub first_seen: String,
+    #[schema(schema_with = steward_core::schema::timestamp)]
     pub last_seen: String,
     pub agent_id: Option<String>,
+    #[schema(schema_with = steward_core::schema::nullable_timestamp)]
     pub decided_at: Option<String>,
 }
 

@@ -44,6 +44,10 @@ const LIST_STATUSES: [&str; 4] = [PENDING, CONFIRMED, DISMISSED, "all"];
 /// The integrations of contract 12.6, by id.
 pub const INTEGRATIONS: [&str; 2] = ["agent_framework", "model_provider"];
 
+fn integrations() -> utoipa::openapi::Object {
+    steward_core::schema::one_of(&INTEGRATIONS)
+}
+
 /// Which integrations are enabled (`INTEGRATION_AGENT_FRAMEWORK_ENABLED`,
 /// `INTEGRATION_MODEL_PROVIDER_ENABLED`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,7 +66,7 @@ impl Default for IntegrationSettings {
 }
 
 /// The answer of `POST /discovery/ingest/batch` (contract 12.2).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct BatchResult {
     /// Candidates created by the batch.
     pub created: usize,
@@ -74,15 +78,16 @@ pub struct BatchResult {
 }
 
 /// The answer of `POST /discovery/candidates/{id}/confirm`.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct Confirmed {
     pub candidate: Candidate,
     pub agent: AgentView,
 }
 
 /// The answer of `GET /integrations/{integration}/status` (contract 12.6).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct IntegrationStatus {
+    #[schema(schema_with = integrations)]
     pub integration: String,
     pub enabled: bool,
     pub status: String,

@@ -48,9 +48,18 @@ pub trait AgentResolver: Send + Sync + 'static {
     async fn resolve(&self, tenant: TenantId, reference: &str) -> Result<Option<AgentId>>;
 }
 
+fn threat_levels() -> utoipa::openapi::Object {
+    steward_core::schema::one_of(&[
+        ThreatLevel::Safe.as_str(),
+        ThreatLevel::Suspicious.as_str(),
+        ThreatLevel::Blocked.as_str(),
+    ])
+}
+
 /// The validation result (contract 17.1).
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 pub struct GuardResult {
+    #[schema(schema_with = threat_levels)]
     pub threat_level: String,
     pub score: f64,
     pub reasons: Vec<String>,

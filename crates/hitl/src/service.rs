@@ -25,6 +25,10 @@ pub const PENDING: &str = "pending";
 pub const APPROVED: &str = "approved";
 pub const REJECTED: &str = "rejected";
 
+fn statuses() -> utoipa::openapi::Object {
+    steward_core::schema::one_of(&[PENDING, APPROVED, REJECTED])
+}
+
 /// Longest `action` of a request.
 const ACTION_MAX: usize = 1024;
 /// Longest `resource` of a request.
@@ -67,16 +71,20 @@ struct Row {
 }
 
 /// A request as the API shows it (contract 16.1).
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, PartialEq, utoipa::ToSchema)]
 pub struct HitlRequest {
     pub approval_id: String,
     pub tenant_id: String,
     pub agent_id: String,
     pub action: String,
     pub resource: String,
+    #[schema(value_type = Object)]
     pub context: Value,
+    #[schema(schema_with = statuses)]
     pub status: String,
+    #[schema(schema_with = steward_core::schema::timestamp)]
     pub requested_at: String,
+    #[schema(schema_with = steward_core::schema::nullable_timestamp)]
     pub decided_at: Option<String>,
     pub approver: Option<String>,
     pub rejection_reason: Option<String>,

@@ -215,7 +215,7 @@ impl Provider {
 }
 
 /// A provider as `GET /auth/sso/providers` lists it.
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, PartialEq, Eq, utoipa::ToSchema)]
 pub struct ProviderView {
     pub id: String,
     pub name: String,

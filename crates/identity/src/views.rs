@@ -11,18 +11,22 @@ fn ts(t: steward_store::Ts) -> String {
 }
 
 /// The user object (contract 8.1). Never carries a password or hash.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct UserView {
     pub id: String,
     pub email: String,
     pub full_name: String,
+    #[schema(schema_with = steward_core::schema::role)]
     pub role: String,
     pub tenant_id: String,
     pub is_active: bool,
     pub auth_provider: Option<String>,
     pub external_subject: Option<String>,
+    #[schema(schema_with = steward_core::schema::timestamp)]
     pub created_at: String,
+    #[schema(schema_with = steward_core::schema::timestamp)]
     pub updated_at: String,
+    #[schema(schema_with = steward_core::schema::nullable_timestamp)]
     pub last_login_at: Option<String>,
 }
 
@@ -45,17 +49,18 @@ impl From<UserRow> for UserView {
 }
 
 /// The user summary inside a login response.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct LoginUser {
     pub id: String,
     pub email: String,
+    #[schema(schema_with = steward_core::schema::role)]
     pub role: String,
     pub tenant_id: String,
     pub full_name: String,
 }
 
 /// `LoginResponse` (contract 7.1).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct LoginResponse {
     pub access_token: String,
     pub token_type: &'static str,
@@ -65,14 +70,16 @@ pub struct LoginResponse {
 }
 
 /// A personal API key; `key` only in the creation response.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct ApiKeyView {
     pub id: String,
     pub name: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
     pub masked_key: String,
+    #[schema(schema_with = steward_core::schema::timestamp)]
     pub created_at: String,
+    #[schema(schema_with = steward_core::schema::nullable_timestamp)]
     pub last_used_at: Option<String>,
 }
 
@@ -90,21 +97,23 @@ impl ApiKeyView {
 }
 
 /// A tenant at creation, with its raw key (shown once).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct CreatedTenant {
     pub id: String,
     pub name: String,
     pub settings: Value,
     pub api_key: String,
+    #[schema(schema_with = steward_core::schema::timestamp)]
     pub created_at: String,
 }
 
 /// A tenant in lists and status: the key only masked.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct TenantView {
     pub id: String,
     pub name: String,
     pub settings: Value,
+    #[schema(schema_with = steward_core::schema::timestamp)]
     pub created_at: String,
     pub api_key_masked: Option<String>,
 }

@@ -11,6 +11,14 @@ use crate::module::ModuleResult;
 use crate::risk::risk_level;
 
 /// The actions the built-in critical-operation rule sends to a human (13.6 step 6).
+fn severity_or_null() -> utoipa::openapi::Object {
+    steward_core::schema::nullable_one_of(&crate::module::SEVERITIES)
+}
+
+fn risk_levels() -> utoipa::openapi::Object {
+    steward_core::schema::one_of(&crate::risk::RISK_LEVELS)
+}
+
 pub const CRITICAL_OPERATIONS: [&str; 2] = ["delete_data", "export_phi"];
 
 /// What one active policy's module did.
@@ -177,13 +185,14 @@ pub fn decide(a: &Aggregation<'_>, risk_score: f64) -> Decision {
 }
 
 /// `risk` of the check response.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct RiskView {
+    #[schema(schema_with = risk_levels)]
     pub level: &'static str,
 }
 
 /// `anomaly` of the check response.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct AnomalyView {
     pub is_anomaly: bool,
     pub score: f64,
@@ -191,10 +200,11 @@ pub struct AnomalyView {
 }
 
 /// The body of `POST /policies/check` (contract 13.7).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct CheckResponse {
     pub allowed: bool,
     pub reason: String,
+    #[schema(schema_with = severity_or_null)]
     pub severity: Option<String>,
     pub required_approval: bool,
     pub risk_score: f64,

@@ -404,7 +404,7 @@ fn message(v: &Value) -> String {
     }
 }
 
-const SEVERITIES: [&str; 4] = ["low", "medium", "high", "critical"];
+pub const SEVERITIES: [&str; 4] = ["low", "medium", "high", "critical"];
 
 /// Reads the four documents out of the `decision` object.
 pub(crate) fn decode(decision: &Value) -> ModuleResult {

@@ -133,6 +133,9 @@ impl RiskScorer for RulesScorer {
     }
 }
 
+/// The values of `risk.level`, lowest first.
+pub const RISK_LEVELS: [&str; 4] = ["low", "medium", "high", "critical"];
+
 /// `risk.level` of a score (contract 13.7).
 pub fn risk_level(score: f64) -> &'static str {
     if score < 0.3 {

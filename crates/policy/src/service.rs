@@ -13,7 +13,7 @@ use scoped_futures::ScopedFutureExt;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 use steward_core::event::{publish, Event, Severity};
-use steward_core::page::{DEFAULT_LIMIT, MAX_LIMIT};
+use steward_core::page::MAX_LIMIT;
 use steward_core::validate::{Fields, Query};
 use steward_core::{
     clock, parse_path_id, AgentId, AuditRecord, AuditWriter, Body, Error, ErrorKind, EventBus, Op,
@@ -62,7 +62,7 @@ impl Default for PolicyConfig {
 }
 
 /// A policy as the API emits it (contract 13.1).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct PolicyView {
     pub id: String,
     pub name: String,
@@ -71,7 +71,9 @@ pub struct PolicyView {
     pub rego: String,
     pub is_active: bool,
     pub priority: i64,
+    #[schema(schema_with = steward_core::schema::timestamp)]
     pub created_at: String,
+    #[schema(schema_with = steward_core::schema::timestamp)]
     pub updated_at: String,
 }
 
@@ -276,19 +278,24 @@ impl PolicyService {
 
     // ------------------------------------------------------------------ templates and reads
 
-    /// `GET /policies/templates`: the templates in the contract's order.
-    pub async fn templates(&self, p: &Principal) -> Result<Page<Template>> {
+    /// `GET /policies/templates`: the templates in the contract's order, paged like every list.
+    pub async fn templates(
+        &self,
+        p: &Principal,
+        pairs: &[(String, String)],
+    ) -> Result<Page<Template>> {
         p.authorize(Op::PoliciesRead)?;
-        let items = templates::templates().to_vec();
-        let total = items.len() as i64;
-        Ok(Page::new(
-            items,
-            total,
-            PageRequest {
-                skip: 0,
-                limit: DEFAULT_LIMIT,
-            },
-        ))
+        let mut q = Query::new(pairs);
+        let page = PageRequest::from_query(&mut q, MAX_LIMIT)?;
+        let all = templates::templates();
+        let total = all.len() as i64;
+        let items = all
+            .iter()
+            .skip(usize::try_from(page.skip).unwrap_or(usize::MAX))
+            .take(usize::try_from(page.limit).unwrap_or(0))
+            .copied()
+            .collect();
+        Ok(Page::new(items, total, page))
     }
 
     /// `GET /policies`: query `active_only`, paging; priority descending, then creation.

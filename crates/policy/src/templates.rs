@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 /// A template as `GET /policies/templates` lists it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Template {
     pub id: &'static str,
     pub file: &'static str,

@@ -41,7 +41,11 @@ db_test!(defaults_are_provisioned_without_audit, |db| {
 db_test!(templates_listed_in_order, |db| {
     let h = Harness::new(&db.pool, PolicyConfig::default());
     let t = h.bare_tenant().await;
-    let page = h.svc.templates(&as_role(t, Role::Developer)).await.unwrap();
+    let page = h
+        .svc
+        .templates(&as_role(t, Role::Developer), &[])
+        .await
+        .unwrap();
     let ids: Vec<_> = page.items.iter().map(|t| t.id).collect();
     assert_eq!(ids, ["gdpr", "hipaa", "fz152", "hitl", "custom", "guard"]);
     assert_eq!(page.total, 6);
@@ -51,8 +55,28 @@ db_test!(templates_listed_in_order, |db| {
         .as_str()
         .unwrap()
         .contains("package steward.policies.hitl"));
+    // Paged like every list.
+    let pairs = [
+        ("skip".to_owned(), "4".to_owned()),
+        ("limit".to_owned(), "1".to_owned()),
+    ];
+    let second = h
+        .svc
+        .templates(&as_role(t, Role::Developer), &pairs)
+        .await
+        .unwrap();
+    let ids: Vec<_> = second.items.iter().map(|t| t.id).collect();
     assert_eq!(
-        failure(h.svc.templates(&as_role(t, Role::Viewer)).await).kind,
+        (ids, second.total, second.skip, second.limit),
+        (vec!["custom"], 6, 4, 1)
+    );
+    let bad = [("limit".to_owned(), "0".to_owned())];
+    assert_eq!(
+        failure(h.svc.templates(&as_role(t, Role::Developer), &bad).await).kind,
+        ErrorKind::ValidationFailed
+    );
+    assert_eq!(
+        failure(h.svc.templates(&as_role(t, Role::Viewer), &[]).await).kind,
         ErrorKind::Forbidden
     );
 });
@@ -449,7 +473,7 @@ db_test!(roles, |db| {
         let dev = as_role(t, role);
         assert!(h.svc.list(&dev, &[]).await.is_ok());
         assert!(h.svc.get(&dev, &p.id).await.is_ok());
-        assert!(h.svc.templates(&dev).await.is_ok());
+        assert!(h.svc.templates(&dev, &[]).await.is_ok());
         assert!(h.svc.check(&dev, &check_body).await.is_ok());
         assert_eq!(
             failure(h.svc.create(&dev, &create_body).await).kind,

@@ -49,7 +49,15 @@ struct AgentCache {
 
 /// An embedding is refreshed on heartbeat when older than this.
 const EMBEDDING_MAX_AGE: time::Duration = time::Duration::hours(1);
-const STATUSES: [&str; 4] = ["active", "inactive", "error", "suspended"];
+pub const STATUSES: [&str; 4] = ["active", "inactive", "error", "suspended"];
+
+fn agent_statuses() -> utoipa::openapi::Object {
+    steward_core::schema::one_of(&STATUSES)
+}
+
+fn agent_types() -> utoipa::openapi::Object {
+    steward_core::schema::one_of(&AGENT_TYPES)
+}
 
 /// What other domains know about an agent's activity (implemented with the audit log and the
 /// anomaly reports).
@@ -127,21 +135,26 @@ impl AgentRecord {
 }
 
 /// The agent object (contract 11.1).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct AgentView {
     pub id: String,
     pub tenant_id: String,
     pub name: String,
     #[serde(rename = "type")]
+    #[schema(schema_with = agent_types)]
     pub agent_type: String,
     pub capabilities: Value,
     pub permissions: Value,
+    #[schema(schema_with = agent_statuses)]
     pub status: String,
     pub version: Option<String>,
     pub predicted_type: Option<String>,
     pub risk_score: Option<f64>,
+    #[schema(schema_with = steward_core::schema::timestamp)]
     pub created_at: String,
+    #[schema(schema_with = steward_core::schema::timestamp)]
     pub updated_at: String,
+    #[schema(schema_with = steward_core::schema::nullable_timestamp)]
     pub last_heartbeat: Option<String>,
 }
 

@@ -49,7 +49,7 @@ pub struct SiemConfig {
 }
 
 /// `GET /siem/status` (contract 22), plus `duplicates` and `retries`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct SiemStatus {
     pub enabled: bool,
     pub format: &'static str,
@@ -72,7 +72,7 @@ pub struct SiemStatus {
 }
 
 /// `POST /siem/test`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct SiemTestResult {
     pub enabled: bool,
     pub event_type: &'static str,

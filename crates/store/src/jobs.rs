@@ -15,6 +15,14 @@ use crate::{with_conn, DbPool, DbResultExt, Id, Json, Ts};
 /// Attempts before a job whose instances keep dying is marked failed.
 pub const MAX_ATTEMPTS: i32 = 3;
 
+/// Every status a job (and the task or export it carries) can have.
+pub const STATUSES: [&str; 5] = ["queued", "running", "completed", "failed", "cancelled"];
+
+/// The schema of a job status.
+pub fn statuses() -> utoipa::openapi::Object {
+    steward_core::schema::one_of(&STATUSES)
+}
+
 #[derive(Queryable, Selectable, Insertable, Clone, Debug)]
 #[diesel(table_name = jobs)]
 pub struct JobRow {

@@ -75,10 +75,11 @@ pub struct ModelChange {
 }
 
 /// The contract's task object (section 15.3).
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
 pub struct Task {
     pub task_id: Uuid,
     pub kind: String,
+    #[schema(schema_with = crate::jobs::statuses)]
     pub status: String,
     pub progress: f64,
     pub model_version: Option<i32>,

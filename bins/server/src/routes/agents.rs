@@ -28,25 +28,25 @@ pub fn routes(r: &mut Registrar) {
 }
 
 /// Register an agent.
-#[utoipa::path(post, path = "/api/v1/agents/register", tag = "agents", security(("ApiKey" = []), ("bearer" = [])), request_body(content = serde_json::Value, content_type = "application/json", example = json!({"name": "invoice-bot", "type": "langchain", "capabilities": ["read_data", "send_email"], "permissions": ["invoices:read"], "version": "1.2.0"})), responses((status = 201)))]
+#[utoipa::path(post, path = "/api/v1/agents/register", tag = "agents", security(("ApiKey" = []), ("bearer" = [])), request_body(content = crate::routes::schemas::RegisterAgent, content_type = "application/json", example = json!({"name": "invoice-bot", "type": "langchain", "capabilities": ["read_data", "send_email"], "permissions": ["invoices:read"], "version": "1.2.0"})), responses((status = 201, body = steward_registry::service::AgentView)))]
 pub async fn register(state: State, caller: ApiCaller, body: RawBody) -> ApiResult<HttpResponse> {
     created(state.registry.register(&caller.0, &body.0).await?)
 }
 
 /// List agents.
-#[utoipa::path(get, path = "/api/v1/agents", tag = "agents", security(("ApiKey" = []), ("bearer" = [])), responses((status = 200)))]
+#[utoipa::path(get, path = "/api/v1/agents", tag = "agents", security(("ApiKey" = []), ("bearer" = [])), params(steward_core::schema::PageParams, crate::routes::schemas::AgentFilters), responses((status = 200, body = steward_core::page::Page<steward_registry::service::AgentView>)))]
 pub async fn list(state: State, caller: ApiCaller, q: QueryPairs) -> ApiResult<HttpResponse> {
     ok(state.registry.list(&caller.0, &q.0).await?)
 }
 
 /// Semantic search over the tenant's agents.
-#[utoipa::path(get, path = "/api/v1/agents/search", tag = "agents", security(("ApiKey" = []), ("bearer" = [])), responses((status = 200)))]
+#[utoipa::path(get, path = "/api/v1/agents/search", tag = "agents", security(("ApiKey" = []), ("bearer" = [])), params(steward_core::schema::PageParams, crate::routes::schemas::AgentSearch), responses((status = 200, body = steward_core::page::Page<serde_json::Value>)))]
 pub async fn search(state: State, caller: ApiCaller, q: QueryPairs) -> ApiResult<HttpResponse> {
     ok(state.registry.search(&caller.0, &q.0).await?)
 }
 
 /// One agent.
-#[utoipa::path(get, path = "/api/v1/agents/{id}", tag = "agents", security(("ApiKey" = []), ("bearer" = [])), responses((status = 200, description = "the agent")))]
+#[utoipa::path(get, path = "/api/v1/agents/{id}", tag = "agents", security(("ApiKey" = []), ("bearer" = [])), responses((status = 200, body = steward_registry::service::AgentView, description = "the agent")))]
 pub async fn get(
     state: State,
     caller: ApiCaller,
@@ -92,7 +92,7 @@ pub async fn details(
 }
 
 /// Update an agent.
-#[utoipa::path(put, path = "/api/v1/agents/{id}", tag = "agents", security(("ApiKey" = []), ("bearer" = [])), request_body(content = serde_json::Value, content_type = "application/json", example = json!({"capabilities": ["read_data"], "version": "1.3.0"})), responses((status = 200, description = "the agent")))]
+#[utoipa::path(put, path = "/api/v1/agents/{id}", tag = "agents", security(("ApiKey" = []), ("bearer" = [])), request_body(content = crate::routes::schemas::UpdateAgent, content_type = "application/json", example = json!({"capabilities": ["read_data"], "version": "1.3.0"})), responses((status = 200, body = steward_registry::service::AgentView, description = "the agent")))]
 pub async fn update(
     state: State,
     caller: ApiCaller,
@@ -114,7 +114,7 @@ pub async fn delete(
 }
 
 /// Heartbeat: `{status?: active | error}`.
-#[utoipa::path(post, path = "/api/v1/agents/{id}/heartbeat", tag = "agents", security(("ApiKey" = []), ("bearer" = [])), request_body(content = serde_json::Value, content_type = "application/json", example = json!({"status": "active"})), responses((status = 200)))]
+#[utoipa::path(post, path = "/api/v1/agents/{id}/heartbeat", tag = "agents", security(("ApiKey" = []), ("bearer" = [])), request_body(content = Option<crate::routes::schemas::Heartbeat>, content_type = "application/json", example = json!({"status": "active"})), responses((status = 200, body = steward_registry::service::AgentView)))]
 pub async fn heartbeat(
     state: State,
     caller: ApiCaller,
@@ -125,7 +125,7 @@ pub async fn heartbeat(
 }
 
 /// Suspend an agent: its checks and gateway calls are refused.
-#[utoipa::path(post, path = "/api/v1/agents/{id}/suspend", tag = "agents", security(("ApiKey" = []), ("bearer" = [])), responses((status = 200, description = "the agent")))]
+#[utoipa::path(post, path = "/api/v1/agents/{id}/suspend", tag = "agents", security(("ApiKey" = []), ("bearer" = [])), responses((status = 200, body = steward_registry::service::AgentView, description = "the agent")))]
 pub async fn suspend(
     state: State,
     caller: ApiCaller,
@@ -135,7 +135,7 @@ pub async fn suspend(
 }
 
 /// Resume a suspended agent.
-#[utoipa::path(post, path = "/api/v1/agents/{id}/resume", tag = "agents", security(("ApiKey" = []), ("bearer" = [])), responses((status = 200, description = "the agent")))]
+#[utoipa::path(post, path = "/api/v1/agents/{id}/resume", tag = "agents", security(("ApiKey" = []), ("bearer" = [])), responses((status = 200, body = steward_registry::service::AgentView, description = "the agent")))]
 pub async fn resume(
     state: State,
     caller: ApiCaller,

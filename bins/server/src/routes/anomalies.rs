@@ -32,9 +32,9 @@ pub fn routes(r: &mut Registrar) {
 /// Report an anomaly (201); the risk is `event_data.risk_score` or the composite score.
 #[utoipa::path(post, path = "/api/v1/anomalies/report", tag = "anomalies",
     security(("ApiKey" = []), ("bearer" = [])),
-    request_body(content = serde_json::Value, description = "`{agent_id?, event_data, source?}`",
+    request_body(content = crate::routes::schemas::AnomalyReport, description = "`{agent_id?, event_data, source?}`",
         example = json!({"agent_id": null, "event_data": {"action": "disable_audit", "resource": "audit/config"}, "source": "manual"})),
-    responses((status = 201, description = "The report"),
+    responses((status = 201, body = steward_anomaly::reports::Report, description = "The report"),
               (status = 401, description = "No or invalid credentials", content_type = "application/problem+json"),
               (status = 403, description = "Role below developer", content_type = "application/problem+json"),
               (status = 422, description = "Invalid field or unknown agent", content_type = "application/problem+json")))]
@@ -45,9 +45,8 @@ pub async fn report(state: State, caller: ApiCaller, body: RawBody) -> ApiResult
 /// Reports, newest first, filtered by `status`, `source`, `agent_id`.
 #[utoipa::path(get, path = "/api/v1/anomalies", tag = "anomalies",
     security(("ApiKey" = []), ("bearer" = [])),
-    params(("skip" = Option<i64>, Query, minimum = 0), ("limit" = Option<i64>, Query, minimum = 1, maximum = 200),
-           ("status" = Option<String>, Query), ("source" = Option<String>, Query), ("agent_id" = Option<String>, Query)),
-    responses((status = 200, description = "Envelope `{items, total, skip, limit}`"),
+    params(steward_core::schema::PageParams, crate::routes::schemas::AnomalyFilters),
+    responses((status = 200, body = steward_core::page::Page<steward_anomaly::reports::Report>, description = "Envelope `{items, total, skip, limit}`"),
               (status = 401, description = "No or invalid credentials", content_type = "application/problem+json"),
               (status = 403, description = "Role below security_analyst", content_type = "application/problem+json"),
               (status = 422, description = "Invalid filter or paging", content_type = "application/problem+json")))]
@@ -59,7 +58,7 @@ pub async fn list(state: State, caller: ApiCaller, q: QueryPairs) -> ApiResult<H
 #[utoipa::path(get, path = "/api/v1/anomalies/{id}", tag = "anomalies",
     security(("ApiKey" = []), ("bearer" = [])),
     params(("id" = String, Path, description = "Report id")),
-    responses((status = 200, description = "The report"),
+    responses((status = 200, body = steward_anomaly::reports::Report, description = "The report"),
               (status = 401, description = "No or invalid credentials", content_type = "application/problem+json"),
               (status = 403, description = "Role below security_analyst", content_type = "application/problem+json"),
               (status = 404, description = "No such report in this tenant", content_type = "application/problem+json")))]
@@ -75,8 +74,8 @@ pub async fn get(
 #[utoipa::path(patch, path = "/api/v1/anomalies/{id}", tag = "anomalies",
     security(("ApiKey" = []), ("bearer" = [])),
     params(("id" = String, Path, description = "Report id")),
-    request_body(content = serde_json::Value, description = "`{status}`", example = json!({"status": "investigating"})),
-    responses((status = 200, description = "The report"),
+    request_body(content = crate::routes::schemas::AnomalyStatus, description = "`{status}`", example = json!({"status": "investigating"})),
+    responses((status = 200, body = steward_anomaly::reports::Report, description = "The report"),
               (status = 401, description = "No or invalid credentials", content_type = "application/problem+json"),
               (status = 403, description = "Role below security_analyst", content_type = "application/problem+json"),
               (status = 404, description = "No such report in this tenant", content_type = "application/problem+json"),
@@ -97,7 +96,7 @@ pub async fn set_status(
 /// Report counts by status and source, average risk, last 24 hours.
 #[utoipa::path(get, path = "/api/v1/anomalies/stats", tag = "anomalies",
     security(("ApiKey" = []), ("bearer" = [])),
-    responses((status = 200, description = "Statistics"),
+    responses((status = 200, body = steward_anomaly::reports::Stats, description = "Statistics"),
               (status = 401, description = "No or invalid credentials", content_type = "application/problem+json"),
               (status = 403, description = "Role below security_analyst", content_type = "application/problem+json")))]
 pub async fn stats(state: State, caller: ApiCaller) -> ApiResult<HttpResponse> {
@@ -107,7 +106,7 @@ pub async fn stats(state: State, caller: ApiCaller) -> ApiResult<HttpResponse> {
 /// The tenant's detector: active version, backend, training status, samples.
 #[utoipa::path(get, path = "/api/v1/anomalies/detector/status", tag = "anomalies",
     security(("ApiKey" = []), ("bearer" = [])),
-    responses((status = 200, description = "Detector status"),
+    responses((status = 200, body = steward_anomaly::service::DetectorStatus, description = "Detector status"),
               (status = 401, description = "No or invalid credentials", content_type = "application/problem+json"),
               (status = 403, description = "Role below security_analyst", content_type = "application/problem+json")))]
 pub async fn detector_status(state: State, caller: ApiCaller) -> ApiResult<HttpResponse> {
@@ -117,7 +116,7 @@ pub async fn detector_status(state: State, caller: ApiCaller) -> ApiResult<HttpR
 /// Quality figures of the active version.
 #[utoipa::path(get, path = "/api/v1/anomalies/detector/metrics", tag = "anomalies",
     security(("ApiKey" = []), ("bearer" = [])),
-    responses((status = 200, description = "`{model_version, precision, recall, f1, evaluated_samples}`"),
+    responses((status = 200, body = steward_anomaly::service::DetectorMetrics, description = "`{model_version, precision, recall, f1, evaluated_samples}`"),
               (status = 401, description = "No or invalid credentials", content_type = "application/problem+json"),
               (status = 403, description = "Role below security_analyst", content_type = "application/problem+json")))]
 pub async fn detector_metrics(state: State, caller: ApiCaller) -> ApiResult<HttpResponse> {
@@ -128,7 +127,7 @@ pub async fn detector_metrics(state: State, caller: ApiCaller) -> ApiResult<Http
 #[utoipa::path(get, path = "/api/v1/anomalies/detector/versions", tag = "anomalies",
     security(("ApiKey" = []), ("bearer" = [])),
     params(("skip" = Option<i64>, Query, minimum = 0), ("limit" = Option<i64>, Query, minimum = 1, maximum = 200)),
-    responses((status = 200, description = "Envelope of versions"),
+    responses((status = 200, body = steward_core::page::Page<steward_anomaly::service::VersionView>, description = "Envelope of versions"),
               (status = 401, description = "No or invalid credentials", content_type = "application/problem+json"),
               (status = 403, description = "Role below security_analyst", content_type = "application/problem+json")))]
 pub async fn versions(state: State, caller: ApiCaller, q: QueryPairs) -> ApiResult<HttpResponse> {
@@ -138,9 +137,9 @@ pub async fn versions(state: State, caller: ApiCaller, q: QueryPairs) -> ApiResu
 /// A labelled sample (201); label 0 counts a false positive.
 #[utoipa::path(post, path = "/api/v1/anomalies/detector/feedback", tag = "anomalies",
     security(("ApiKey" = []), ("bearer" = [])),
-    request_body(content = serde_json::Value, description = "`{event_data, label, source?, report_id?}`",
+    request_body(content = crate::routes::schemas::AnomalyFeedback, description = "`{event_data, label, source?, report_id?}`",
         example = json!({"event_data": {"action": "read_data", "resource": "crm/contacts"}, "label": 0, "source": "analyst", "report_id": null})),
-    responses((status = 201, description = "`{id, label, source, report_id, created_at}`"),
+    responses((status = 201, body = steward_anomaly::reports::Feedback, description = "`{id, label, source, report_id, created_at}`"),
               (status = 401, description = "No or invalid credentials", content_type = "application/problem+json"),
               (status = 403, description = "Role below security_analyst", content_type = "application/problem+json"),
               (status = 422, description = "Invalid field or unknown report", content_type = "application/problem+json")))]
@@ -151,7 +150,7 @@ pub async fn feedback(state: State, caller: ApiCaller, body: RawBody) -> ApiResu
 /// Start a training task (202).
 #[utoipa::path(post, path = "/api/v1/anomalies/detector/train", tag = "anomalies",
     security(("ApiKey" = []), ("bearer" = [])),
-    responses((status = 202, description = "The task"),
+    responses((status = 202, body = steward_store::training::Task, description = "The task"),
               (status = 401, description = "No or invalid credentials", content_type = "application/problem+json"),
               (status = 403, description = "Role below admin", content_type = "application/problem+json"),
               (status = 409, description = "A task is already queued or running", content_type = "application/problem+json"),
@@ -165,7 +164,7 @@ pub async fn train(state: State, caller: ApiCaller) -> ApiResult<HttpResponse> {
 #[utoipa::path(get, path = "/api/v1/anomalies/detector/training-status/{task_id}", tag = "anomalies",
     security(("ApiKey" = []), ("bearer" = [])),
     params(("task_id" = String, Path, description = "Task id")),
-    responses((status = 200, description = "The task"),
+    responses((status = 200, body = steward_store::training::Task, description = "The task"),
               (status = 401, description = "No or invalid credentials", content_type = "application/problem+json"),
               (status = 403, description = "Role below security_analyst", content_type = "application/problem+json"),
               (status = 404, description = "No such task in this tenant", content_type = "application/problem+json")))]
@@ -180,7 +179,7 @@ pub async fn training_status(
 /// The most recent training task.
 #[utoipa::path(get, path = "/api/v1/anomalies/detector/training/status", tag = "anomalies",
     security(("ApiKey" = []), ("bearer" = [])),
-    responses((status = 200, description = "The task"),
+    responses((status = 200, body = steward_store::training::Task, description = "The task"),
               (status = 401, description = "No or invalid credentials", content_type = "application/problem+json"),
               (status = 403, description = "Role below security_analyst", content_type = "application/problem+json"),
               (status = 404, description = "Never trained", content_type = "application/problem+json")))]
@@ -191,7 +190,7 @@ pub async fn latest_training(state: State, caller: ApiCaller) -> ApiResult<HttpR
 /// Cancel the queued or running task.
 #[utoipa::path(delete, path = "/api/v1/anomalies/detector/cancel", tag = "anomalies",
     security(("ApiKey" = []), ("bearer" = [])),
-    responses((status = 200, description = "The cancelled task"),
+    responses((status = 200, body = steward_store::training::Task, description = "The cancelled task"),
               (status = 401, description = "No or invalid credentials", content_type = "application/problem+json"),
               (status = 403, description = "Role below admin", content_type = "application/problem+json"),
               (status = 409, description = "No task queued or running", content_type = "application/problem+json")))]
@@ -203,7 +202,7 @@ pub async fn cancel(state: State, caller: ApiCaller) -> ApiResult<HttpResponse> 
 #[utoipa::path(post, path = "/api/v1/anomalies/detector/rollback/{version}", tag = "anomalies",
     security(("ApiKey" = []), ("bearer" = [])),
     params(("version" = i32, Path, description = "Stored version")),
-    responses((status = 200, description = "Detector status"),
+    responses((status = 200, body = steward_anomaly::service::DetectorStatus, description = "Detector status"),
               (status = 401, description = "No or invalid credentials", content_type = "application/problem+json"),
               (status = 403, description = "Role below admin", content_type = "application/problem+json"),
               (status = 404, description = "Unknown version", content_type = "application/problem+json"),

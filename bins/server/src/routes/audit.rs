@@ -30,19 +30,19 @@ pub fn routes(r: &mut Registrar) {
 }
 
 /// List audit entries, newest first.
-#[utoipa::path(get, path = "/api/v1/audit", tag = "audit", security(("ApiKey" = []), ("bearer" = [])), responses((status = 200)))]
+#[utoipa::path(get, path = "/api/v1/audit", tag = "audit", security(("ApiKey" = []), ("bearer" = [])), params(steward_core::schema::PageParams, crate::routes::schemas::AuditFilters), responses((status = 200, body = steward_core::page::Page<steward_audit::service::AuditEntry>)))]
 pub async fn list(state: State, caller: ApiCaller, q: QueryPairs) -> ApiResult<HttpResponse> {
     ok(state.audit.list(&caller.0, &q.0).await?)
 }
 
 /// Verify the tenant's hash chain and signatures.
-#[utoipa::path(get, path = "/api/v1/audit/verify", tag = "audit", security(("ApiKey" = []), ("bearer" = [])), responses((status = 200)))]
+#[utoipa::path(get, path = "/api/v1/audit/verify", tag = "audit", security(("ApiKey" = []), ("bearer" = [])), responses((status = 200, body = steward_audit::service::Verification)))]
 pub async fn verify(state: State, caller: ApiCaller) -> ApiResult<HttpResponse> {
     ok(state.audit.verify(&caller.0).await?)
 }
 
 /// One audit entry.
-#[utoipa::path(get, path = "/api/v1/audit/{id}", tag = "audit", security(("ApiKey" = []), ("bearer" = [])), responses((status = 200, description = "the entry")))]
+#[utoipa::path(get, path = "/api/v1/audit/{id}", tag = "audit", security(("ApiKey" = []), ("bearer" = [])), responses((status = 200, body = steward_audit::service::AuditEntry, description = "the entry")))]
 pub async fn get(
     state: State,
     caller: ApiCaller,
@@ -52,7 +52,7 @@ pub async fn get(
 }
 
 /// Write an audit entry for an agent action.
-#[utoipa::path(post, path = "/api/v1/audit/log", tag = "audit", security(("ApiKey" = []), ("bearer" = [])), request_body(content = serde_json::Value, content_type = "application/json", example = json!({"agent_id": "5b0e…", "action": "read_data", "resource": "db/customers", "input": {"query": "select 1"}, "output": {"rows": 1}, "reasoning": ["the user asked"], "risk_score": 0.1, "is_approved": false})), responses((status = 201)))]
+#[utoipa::path(post, path = "/api/v1/audit/log", tag = "audit", security(("ApiKey" = []), ("bearer" = [])), request_body(content = crate::routes::schemas::AuditLog, content_type = "application/json", example = json!({"agent_id": "5b0e…", "action": "read_data", "resource": "db/customers", "input": {"query": "select 1"}, "output": {"rows": 1}, "reasoning": ["the user asked"], "risk_score": 0.1, "is_approved": false})), responses((status = 201, body = steward_audit::service::AuditEntry)))]
 pub async fn log(state: State, caller: ApiCaller, body: RawBody) -> ApiResult<HttpResponse> {
     created(state.audit.log(&caller.0, &body.0).await?)
 }
@@ -83,7 +83,7 @@ async fn export_with(
 }
 
 /// Export the audit log (`format` = jsonl, json or csv; at most 10,000 records).
-#[utoipa::path(get, path = "/api/v1/audit/export", tag = "audit", security(("ApiKey" = []), ("bearer" = [])), responses((status = 200)))]
+#[utoipa::path(get, path = "/api/v1/audit/export", tag = "audit", security(("ApiKey" = []), ("bearer" = [])), params(crate::routes::schemas::ExportOptions, crate::routes::schemas::AuditFilters), responses((status = 200)))]
 pub async fn export(state: State, caller: ApiCaller, q: QueryPairs) -> ApiResult<HttpResponse> {
     export_with(state, caller, q, None).await
 }
@@ -105,7 +105,7 @@ pub async fn export_csv(state: State, caller: ApiCaller, q: QueryPairs) -> ApiRe
 }
 
 /// Start an asynchronous export job.
-#[utoipa::path(post, path = "/api/v1/audit/export/async", tag = "audit", security(("ApiKey" = []), ("bearer" = [])), request_body(content = serde_json::Value, content_type = "application/json", example = json!({"format": "jsonl", "limit": 100000})), responses((status = 202)))]
+#[utoipa::path(post, path = "/api/v1/audit/export/async", tag = "audit", security(("ApiKey" = []), ("bearer" = [])), params(crate::routes::schemas::AuditFilters), request_body(content = Option<crate::routes::schemas::ExportRequest>, content_type = "application/json", example = json!({"format": "jsonl", "limit": 100000})), responses((status = 202, body = steward_audit::export::ExportJob)))]
 pub async fn export_async(
     state: State,
     caller: ApiCaller,
@@ -116,7 +116,7 @@ pub async fn export_async(
 }
 
 /// The state and progress of an asynchronous export.
-#[utoipa::path(get, path = "/api/v1/audit/export/status/{id}", tag = "audit", security(("ApiKey" = []), ("bearer" = [])), responses((status = 200, description = "`{id, status, progress, …}`")))]
+#[utoipa::path(get, path = "/api/v1/audit/export/status/{id}", tag = "audit", security(("ApiKey" = []), ("bearer" = [])), responses((status = 200, body = steward_audit::export::ExportJob, description = "`{id, status, progress, …}`")))]
 pub async fn export_status(
     state: State,
     caller: ApiCaller,

@@ -24,7 +24,7 @@ pub fn routes(r: &mut Registrar) {
 }
 
 /// Report activity of a possibly unregistered agent (201 new candidate, 200 merged).
-#[utoipa::path(post, path = "/api/v1/discovery/ingest", tag = "discovery", security(("ApiKey" = []), ("bearer" = [])), request_body(content = serde_json::Value, content_type = "application/json", example = json!({"name": "shadow-summarizer", "source": "proxy-logs", "fingerprint": "ua:python-httpx/0.27", "type": "custom", "capabilities": ["summarize"], "evidence": {"host": "10.0.0.7"}})), responses((status = 201), (status = 200)))]
+#[utoipa::path(post, path = "/api/v1/discovery/ingest", tag = "discovery", security(("ApiKey" = []), ("bearer" = [])), request_body(content = crate::routes::schemas::DiscoveryEvent, content_type = "application/json", example = json!({"name": "shadow-summarizer", "source": "proxy-logs", "fingerprint": "ua:python-httpx/0.27", "type": "custom", "capabilities": ["summarize"], "evidence": {"host": "10.0.0.7"}})), responses((status = 201, body = steward_discovery::model::Candidate, description = "a new candidate"), (status = 200, body = steward_discovery::model::Candidate, description = "the event merged into an existing candidate")))]
 pub async fn ingest(state: State, caller: ApiCaller, body: RawBody) -> ApiResult<HttpResponse> {
     let (candidate, is_new) = state.discovery.ingest(&caller.0, &body.0).await?;
     if is_new {
@@ -35,7 +35,7 @@ pub async fn ingest(state: State, caller: ApiCaller, body: RawBody) -> ApiResult
 }
 
 /// Report several observed agents at once.
-#[utoipa::path(post, path = "/api/v1/discovery/ingest/batch", tag = "discovery", security(("ApiKey" = []), ("bearer" = [])), request_body(content = serde_json::Value, content_type = "application/json", example = json!({"events": [{"name": "shadow-summarizer", "source": "proxy-logs"}], "cluster": false})), responses((status = 200, description = "per-observation results")))]
+#[utoipa::path(post, path = "/api/v1/discovery/ingest/batch", tag = "discovery", security(("ApiKey" = []), ("bearer" = [])), request_body(content = crate::routes::schemas::DiscoveryBatch, content_type = "application/json", example = json!({"events": [{"name": "shadow-summarizer", "source": "proxy-logs"}], "cluster": false})), responses((status = 200, body = steward_discovery::service::BatchResult, description = "per-observation results")))]
 pub async fn ingest_batch(
     state: State,
     caller: ApiCaller,
@@ -45,13 +45,13 @@ pub async fn ingest_batch(
 }
 
 /// List candidates (`status` = pending by default).
-#[utoipa::path(get, path = "/api/v1/discovery/candidates", tag = "discovery", security(("ApiKey" = []), ("bearer" = [])), responses((status = 200)))]
+#[utoipa::path(get, path = "/api/v1/discovery/candidates", tag = "discovery", security(("ApiKey" = []), ("bearer" = [])), params(steward_core::schema::PageParams, crate::routes::schemas::CandidateFilters), responses((status = 200, body = steward_core::page::Page<steward_discovery::model::Candidate>)))]
 pub async fn list(state: State, caller: ApiCaller, q: QueryPairs) -> ApiResult<HttpResponse> {
     ok(state.discovery.list(&caller.0, &q.0).await?)
 }
 
 /// Confirm a discovery candidate: it is registered as an agent.
-#[utoipa::path(post, path = "/api/v1/discovery/candidates/{id}/confirm", tag = "discovery", security(("ApiKey" = []), ("bearer" = [])), responses((status = 200, description = "the candidate and its agent"), (status = 409, description = "already decided")))]
+#[utoipa::path(post, path = "/api/v1/discovery/candidates/{id}/confirm", tag = "discovery", security(("ApiKey" = []), ("bearer" = [])), request_body(content = Option<crate::routes::schemas::ConfirmCandidate>, content_type = "application/json"), responses((status = 200, body = steward_discovery::service::Confirmed, description = "the candidate and its agent"), (status = 409, description = "already decided")))]
 pub async fn confirm(
     state: State,
     caller: ApiCaller,
@@ -62,7 +62,7 @@ pub async fn confirm(
 }
 
 /// Dismiss a discovery candidate.
-#[utoipa::path(post, path = "/api/v1/discovery/candidates/{id}/dismiss", tag = "discovery", security(("ApiKey" = []), ("bearer" = [])), responses((status = 200, description = "the candidate"), (status = 409, description = "already decided")))]
+#[utoipa::path(post, path = "/api/v1/discovery/candidates/{id}/dismiss", tag = "discovery", security(("ApiKey" = []), ("bearer" = [])), responses((status = 200, body = steward_discovery::model::Candidate, description = "the candidate"), (status = 409, description = "already decided")))]
 pub async fn dismiss(
     state: State,
     caller: ApiCaller,
@@ -72,13 +72,13 @@ pub async fn dismiss(
 }
 
 /// Start a clustering task (202).
-#[utoipa::path(post, path = "/api/v1/discovery/cluster", tag = "discovery", security(("ApiKey" = []), ("bearer" = [])), request_body(content = serde_json::Value, content_type = "application/json", example = json!({"threshold": 0.8})), responses((status = 202)))]
+#[utoipa::path(post, path = "/api/v1/discovery/cluster", tag = "discovery", security(("ApiKey" = []), ("bearer" = [])), request_body(content = Option<crate::routes::schemas::ClusterRequest>, content_type = "application/json", example = json!({"threshold": 0.8})), responses((status = 202, body = steward_discovery::cluster::Task)))]
 pub async fn cluster(state: State, caller: ApiCaller, body: RawBody) -> ApiResult<HttpResponse> {
     accepted(state.discovery.start_cluster(&caller.0, &body.0).await?)
 }
 
 /// The state of a clustering job.
-#[utoipa::path(get, path = "/api/v1/discovery/cluster/{id}", tag = "discovery", security(("ApiKey" = []), ("bearer" = [])), responses((status = 200, description = "the job")))]
+#[utoipa::path(get, path = "/api/v1/discovery/cluster/{id}", tag = "discovery", security(("ApiKey" = []), ("bearer" = [])), responses((status = 200, body = steward_discovery::cluster::Task, description = "the job")))]
 pub async fn cluster_status(
     state: State,
     caller: ApiCaller,
@@ -88,7 +88,7 @@ pub async fn cluster_status(
 }
 
 /// Whether an integration (`agent_framework`, `model_provider`) is enabled.
-#[utoipa::path(get, path = "/api/v1/integrations/{name}/status", tag = "discovery", security(("ApiKey" = []), ("bearer" = [])), responses((status = 200, description = "`{integration, enabled, …}`")))]
+#[utoipa::path(get, path = "/api/v1/integrations/{name}/status", tag = "discovery", security(("ApiKey" = []), ("bearer" = [])), responses((status = 200, body = steward_discovery::service::IntegrationStatus, description = "`{integration, enabled, …}`")))]
 pub async fn integration(
     state: State,
     caller: ApiCaller,
@@ -99,8 +99,8 @@ pub async fn integration(
 
 /// Inbound agent events: `X-API-Key` and `X-Webhook-Signature` (HMAC-SHA256 of the raw body).
 #[utoipa::path(post, path = "/webhooks/agent", tag = "discovery", security(("ApiKey" = [], "WebhookSignature" = [])),
-    request_body(content = serde_json::Value, content_type = "application/json", example = json!({"event": "agent.started", "agent_id": "invoice-bot", "framework": "langchain"})),
-    responses((status = 202, description = "accepted"), (status = 401, description = "missing or wrong signature (`invalid_signature`) or key")))]
+    request_body(content = crate::routes::schemas::WebhookEvent, content_type = "application/json"),
+    responses((status = 202, body = crate::routes::schemas::WebhookAccepted, description = "accepted"), (status = 401, description = "missing or wrong signature (`invalid_signature`) or key")))]
 pub async fn webhook(
     state: State,
     caller: ApiCaller,

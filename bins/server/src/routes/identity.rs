@@ -40,7 +40,7 @@ pub fn routes(r: &mut Registrar) {
 }
 
 /// Log in with e-mail and password.
-#[utoipa::path(post, path = "/api/v1/auth/login", tag = "auth", security(()), request_body(content = serde_json::Value, content_type = "application/json", example = json!({"email": "ada@example.com", "password": "Correct-horse-1"})), responses((status = 200, description = "LoginResponse")))]
+#[utoipa::path(post, path = "/api/v1/auth/login", tag = "auth", security(()), request_body(content = crate::routes::schemas::Login, content_type = "application/json", example = json!({"email": "ada@example.com", "password": "Correct-horse-1"})), responses((status = 200, body = steward_identity::views::LoginResponse, description = "LoginResponse")))]
 pub async fn login(state: State, body: RawBody) -> ApiResult<HttpResponse> {
     ok(state.identity.login(&body.0).await?)
 }
@@ -53,7 +53,7 @@ pub async fn logout(state: State, caller: JwtCaller) -> ApiResult<HttpResponse> 
 }
 
 /// The current user.
-#[utoipa::path(get, path = "/api/v1/auth/me", tag = "auth", security(("bearer" = [])), responses((status = 200)))]
+#[utoipa::path(get, path = "/api/v1/auth/me", tag = "auth", security(("bearer" = [])), responses((status = 200, body = steward_identity::views::UserView)))]
 pub async fn me(state: State, caller: JwtCaller) -> ApiResult<HttpResponse> {
     ok(state.identity.me(&caller.0).await?)
 }
@@ -98,8 +98,8 @@ pub async fn sso_callback(state: State, q: QueryPairs) -> ApiResult<HttpResponse
 
 /// Exchange the one-time `sso_code` for a session (`LoginResponse`).
 #[utoipa::path(post, path = "/api/v1/auth/sso/exchange", tag = "auth", security(()),
-    request_body(content = serde_json::Value, description = "`{code}`", example = json!({"code": "…"})),
-    responses((status = 200, description = "LoginResponse"),
+    request_body(content = crate::routes::schemas::SsoExchange, description = "`{code}`", example = json!({"code": "…"})),
+    responses((status = 200, body = steward_identity::views::LoginResponse, description = "LoginResponse"),
               (status = 401, description = "unknown, expired or used code", content_type = "application/problem+json"),
               (status = 403, description = "the user is blocked", content_type = "application/problem+json"),
               (status = 422, description = "missing code", content_type = "application/problem+json")))]
@@ -111,19 +111,19 @@ pub async fn sso_exchange(state: State, body: RawBody) -> ApiResult<HttpResponse
 }
 
 /// The current user (as `GET /auth/me`).
-#[utoipa::path(get, path = "/api/v1/users/me", tag = "users", security(("bearer" = [])), responses((status = 200, description = "the user")))]
+#[utoipa::path(get, path = "/api/v1/users/me", tag = "users", security(("bearer" = [])), responses((status = 200, body = steward_identity::views::UserView, description = "the user")))]
 pub async fn users_me(state: State, caller: JwtCaller) -> ApiResult<HttpResponse> {
     me(state, caller).await
 }
 
 /// Update the current user's profile.
-#[utoipa::path(put, path = "/api/v1/users/me", tag = "users", security(("bearer" = [])), request_body(content = serde_json::Value, content_type = "application/json", example = json!({"full_name": "Ada Lovelace"})), responses((status = 200, description = "the user")))]
+#[utoipa::path(put, path = "/api/v1/users/me", tag = "users", security(("bearer" = [])), request_body(content = crate::routes::schemas::UpdateMe, content_type = "application/json", example = json!({"full_name": "Ada Lovelace"})), responses((status = 200, body = steward_identity::views::UserView, description = "the user")))]
 pub async fn update_me(state: State, caller: JwtCaller, body: RawBody) -> ApiResult<HttpResponse> {
     ok(state.identity.update_me(&caller.0, &body.0).await?)
 }
 
 /// Change the current user's password (409 for single sign-on users).
-#[utoipa::path(post, path = "/api/v1/users/me/change-password", tag = "users", security(("bearer" = [])), request_body(content = serde_json::Value, content_type = "application/json", example = json!({"current_password": "Old-password-1", "new_password": "New-password-22"})), responses((status = 204), (status = 409, description = "single sign-on users have no password")))]
+#[utoipa::path(post, path = "/api/v1/users/me/change-password", tag = "users", security(("bearer" = [])), request_body(content = crate::routes::schemas::ChangePassword, content_type = "application/json", example = json!({"current_password": "Old-password-1", "new_password": "New-password-22"})), responses((status = 204), (status = 409, description = "single sign-on users have no password")))]
 pub async fn change_password(
     state: State,
     caller: JwtCaller,
@@ -134,13 +134,13 @@ pub async fn change_password(
 }
 
 /// List users (admin: own tenant; super admin: every tenant).
-#[utoipa::path(get, path = "/api/v1/users", tag = "users", security(("bearer" = [])), responses((status = 200)))]
+#[utoipa::path(get, path = "/api/v1/users", tag = "users", security(("bearer" = [])), params(steward_core::schema::PageParams, crate::routes::schemas::UserFilters), responses((status = 200, body = steward_core::page::Page<steward_identity::views::UserView>)))]
 pub async fn list_users(state: State, caller: JwtCaller, q: QueryPairs) -> ApiResult<HttpResponse> {
     ok(state.identity.list_users(&caller.0, &q.0).await?)
 }
 
 /// Create a user.
-#[utoipa::path(post, path = "/api/v1/users", tag = "users", security(("bearer" = [])), request_body(content = serde_json::Value, content_type = "application/json", example = json!({"email": "ada@example.com", "password": "Correct-horse-1", "full_name": "Ada Lovelace", "role": "developer"})), responses((status = 201)))]
+#[utoipa::path(post, path = "/api/v1/users", tag = "users", security(("bearer" = [])), request_body(content = crate::routes::schemas::CreateUser, content_type = "application/json", example = json!({"email": "ada@example.com", "password": "Correct-horse-1", "full_name": "Ada Lovelace", "role": "developer"})), responses((status = 201, body = steward_identity::views::UserView)))]
 pub async fn create_user(
     state: State,
     caller: JwtCaller,
@@ -150,7 +150,7 @@ pub async fn create_user(
 }
 
 /// One user.
-#[utoipa::path(get, path = "/api/v1/users/{id}", tag = "users", security(("bearer" = [])), responses((status = 200, description = "the user")))]
+#[utoipa::path(get, path = "/api/v1/users/{id}", tag = "users", security(("bearer" = [])), responses((status = 200, body = steward_identity::views::UserView, description = "the user")))]
 pub async fn get_user(
     state: State,
     caller: JwtCaller,
@@ -160,7 +160,7 @@ pub async fn get_user(
 }
 
 /// Update a user.
-#[utoipa::path(put, path = "/api/v1/users/{id}", tag = "users", security(("bearer" = [])), request_body(content = serde_json::Value, content_type = "application/json", example = json!({"full_name": "Ada Lovelace", "is_active": true})), responses((status = 200, description = "the user"), (status = 409, description = "the e-mail is taken")))]
+#[utoipa::path(put, path = "/api/v1/users/{id}", tag = "users", security(("bearer" = [])), request_body(content = crate::routes::schemas::UpdateUser, content_type = "application/json", example = json!({"full_name": "Ada Lovelace", "is_active": true})), responses((status = 200, body = steward_identity::views::UserView, description = "the user"), (status = 409, description = "the e-mail is taken")))]
 pub async fn update_user(
     state: State,
     caller: JwtCaller,
@@ -182,7 +182,7 @@ pub async fn delete_user(
 }
 
 /// Set a user's password (409 for single sign-on users).
-#[utoipa::path(post, path = "/api/v1/users/{id}/reset-password", tag = "users", security(("bearer" = [])), request_body(content = serde_json::Value, content_type = "application/json", example = json!({"new_password": "Brand-new-pass-1"})), responses((status = 204), (status = 409, description = "single sign-on users have no password")))]
+#[utoipa::path(post, path = "/api/v1/users/{id}/reset-password", tag = "users", security(("bearer" = [])), request_body(content = crate::routes::schemas::ResetPassword, content_type = "application/json", example = json!({"new_password": "Brand-new-pass-1"})), responses((status = 204), (status = 409, description = "single sign-on users have no password")))]
 pub async fn reset_password(
     state: State,
     caller: JwtCaller,
@@ -197,7 +197,7 @@ pub async fn reset_password(
 }
 
 /// Change a user's role.
-#[utoipa::path(put, path = "/api/v1/users/{id}/role", tag = "users", security(("bearer" = [])), request_body(content = serde_json::Value, content_type = "application/json", example = json!({"role": "security_analyst"})), responses((status = 200, description = "the user")))]
+#[utoipa::path(put, path = "/api/v1/users/{id}/role", tag = "users", security(("bearer" = [])), request_body(content = crate::routes::schemas::SetRole, content_type = "application/json", example = json!({"role": "security_analyst"})), responses((status = 200, body = steward_identity::views::UserView, description = "the user")))]
 pub async fn set_role(
     state: State,
     caller: JwtCaller,
@@ -208,7 +208,7 @@ pub async fn set_role(
 }
 
 /// Block a user: every credential of the user is refused at once.
-#[utoipa::path(post, path = "/api/v1/users/{id}/block", tag = "users", security(("bearer" = [])), responses((status = 200, description = "the user")))]
+#[utoipa::path(post, path = "/api/v1/users/{id}/block", tag = "users", security(("bearer" = [])), responses((status = 200, body = steward_identity::views::UserView, description = "the user")))]
 pub async fn block(
     state: State,
     caller: JwtCaller,
@@ -218,7 +218,7 @@ pub async fn block(
 }
 
 /// Unblock a user.
-#[utoipa::path(post, path = "/api/v1/users/{id}/unblock", tag = "users", security(("bearer" = [])), responses((status = 200, description = "the user")))]
+#[utoipa::path(post, path = "/api/v1/users/{id}/unblock", tag = "users", security(("bearer" = [])), responses((status = 200, body = steward_identity::views::UserView, description = "the user")))]
 pub async fn unblock(
     state: State,
     caller: JwtCaller,
@@ -228,13 +228,13 @@ pub async fn unblock(
 }
 
 /// Create a personal API key (the raw key is shown once).
-#[utoipa::path(post, path = "/api/v1/api-keys", tag = "api-keys", security(("bearer" = [])), request_body(content = serde_json::Value, content_type = "application/json", example = json!({"name": "ci pipeline"})), responses((status = 201)))]
+#[utoipa::path(post, path = "/api/v1/api-keys", tag = "api-keys", security(("bearer" = [])), request_body(content = Option<crate::routes::schemas::CreateApiKey>, content_type = "application/json", example = json!({"name": "ci pipeline"})), responses((status = 201, body = steward_identity::views::ApiKeyView)))]
 pub async fn create_key(state: State, caller: JwtCaller, body: RawBody) -> ApiResult<HttpResponse> {
     created(state.identity.create_api_key(&caller.0, &body.0).await?)
 }
 
 /// The caller's API keys (masked; session keys are not listed).
-#[utoipa::path(get, path = "/api/v1/api-keys", tag = "api-keys", security(("bearer" = [])), params(("limit" = Option<u32>, Query, minimum = 1, maximum = 100), ("offset" = Option<u32>, Query, minimum = 0)), responses((status = 200, description = "`{items, total, limit, offset}`")))]
+#[utoipa::path(get, path = "/api/v1/api-keys", tag = "api-keys", security(("bearer" = [])), params(("limit" = Option<u32>, Query, minimum = 1, maximum = 100), ("offset" = Option<u32>, Query, minimum = 0)), responses((status = 200, body = steward_core::page::Page<steward_identity::views::ApiKeyView>, description = "`{items, total, limit, offset}`")))]
 pub async fn list_keys(state: State, caller: JwtCaller, q: QueryPairs) -> ApiResult<HttpResponse> {
     ok(state.identity.list_api_keys(&caller.0, &q.0).await?)
 }
@@ -251,7 +251,7 @@ pub async fn revoke_key(
 }
 
 /// Create a tenant (admin key or super admin).
-#[utoipa::path(post, path = "/api/v1/tenants", tag = "tenants", security(("AdminKey" = []), ("bearer" = [])), request_body(content = serde_json::Value, content_type = "application/json", example = json!({"name": "acme", "settings": {}})), responses((status = 201)))]
+#[utoipa::path(post, path = "/api/v1/tenants", tag = "tenants", security(("AdminKey" = []), ("bearer" = [])), request_body(content = crate::routes::schemas::CreateTenant, content_type = "application/json", example = json!({"name": "acme", "settings": {}})), responses((status = 201, body = steward_identity::views::CreatedTenant)))]
 pub async fn create_tenant(
     state: State,
     caller: PlatformAuth,
@@ -261,7 +261,7 @@ pub async fn create_tenant(
 }
 
 /// List tenants (admin key or super admin).
-#[utoipa::path(get, path = "/api/v1/tenants", tag = "tenants", security(("AdminKey" = []), ("bearer" = [])), params(("limit" = Option<u32>, Query, minimum = 1, maximum = 100), ("offset" = Option<u32>, Query, minimum = 0)), responses((status = 200, description = "`{items, total, limit, offset}`")))]
+#[utoipa::path(get, path = "/api/v1/tenants", tag = "tenants", security(("AdminKey" = []), ("bearer" = [])), params(("limit" = Option<u32>, Query, minimum = 1, maximum = 100), ("offset" = Option<u32>, Query, minimum = 0)), responses((status = 200, body = steward_core::page::Page<steward_identity::views::TenantView>, description = "`{items, total, limit, offset}`")))]
 pub async fn list_tenants(
     state: State,
     caller: PlatformAuth,

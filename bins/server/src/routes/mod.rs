@@ -10,6 +10,7 @@ pub mod hitl;
 pub mod identity;
 pub mod policies;
 pub mod reply;
+pub mod schemas;
 pub mod siem;
 pub mod status;
 

@@ -55,7 +55,7 @@ pub fn config(settings: &Settings) -> SiemConfig {
 /// The export settings and delivery counters.
 #[utoipa::path(get, path = "/api/v1/siem/status", tag = "siem",
     security(("AdminKey" = []), ("bearer" = [])),
-    responses((status = 200, description = "`{enabled, format, transport, host, port, tls, batch_size, batch_timeout, max_retries, connect_timeout, queued, sent, failed, duplicates, retries, last_error}`",
+    responses((status = 200, body = steward_siem::SiemStatus, description = "`{enabled, format, transport, host, port, tls, batch_size, batch_timeout, max_retries, connect_timeout, queued, sent, failed, duplicates, retries, last_error}`",
                 example = json!({"enabled": true, "format": "jsonl", "transport": "syslog", "host": "127.0.0.1", "port": 5514, "tls": false, "batch_size": 1, "batch_timeout": 1.0, "max_retries": 3, "connect_timeout": 5.0, "queued": 0, "sent": 12, "failed": 0, "duplicates": 0, "retries": 0, "last_error": null})),
               (status = 401, description = "No or invalid credentials (a tenant API key is not accepted)", content_type = "application/problem+json"),
               (status = 403, description = "A JWT of a user who is not a super admin", content_type = "application/problem+json")))]
@@ -67,7 +67,7 @@ pub async fn status(state: State, caller: PlatformAuth) -> ApiResult<HttpRespons
 /// Sends a `siem.test` event synchronously and reports whether it was delivered.
 #[utoipa::path(post, path = "/api/v1/siem/test", tag = "siem",
     security(("AdminKey" = []), ("bearer" = [])),
-    responses((status = 200, description = "`{enabled, event_type: \"siem.test\", delivered, error}`",
+    responses((status = 200, body = steward_siem::SiemTestResult, description = "`{enabled, event_type: \"siem.test\", delivered, error}`",
                 example = json!({"enabled": true, "event_type": "siem.test", "delivered": true, "error": null})),
               (status = 401, description = "No or invalid credentials (a tenant API key is not accepted)", content_type = "application/problem+json"),
               (status = 403, description = "A JWT of a user who is not a super admin", content_type = "application/problem+json")))]

@@ -138,6 +138,10 @@ pub struct Options {
     /// `ws`: the super admin who creates the listening user.
     pub super_email: String,
     pub super_password: String,
+    /// Requests per second over all clients (`ws`: events per second); 0 = as fast as the
+    /// server answers. With a rate, latency counts from each request's scheduled time, so a
+    /// server that falls behind is not hidden (no coordinated omission).
+    pub rate: f64,
 }
 
 impl Options {
@@ -157,6 +161,7 @@ impl Options {
                 .unwrap_or_else(|_| "admin@steward.local".into()),
             super_password: std::env::var("SUPER_ADMIN_PASSWORD")
                 .unwrap_or_else(|_| "change-me-now".into()),
+            rate: 0.0,
         };
         let mut it = args.iter();
         while let Some(a) = it.next() {
@@ -182,6 +187,12 @@ impl Options {
                 "--pid" => o.pid = Some(v()?.parse()?),
                 "--super-email" => o.super_email = v()?,
                 "--super-password" => o.super_password = v()?,
+                "--rate" => {
+                    o.rate = v()?.parse()?;
+                    if !(o.rate >= 0.0 && o.rate.is_finite()) {
+                        bail!("--rate must be a number of requests per second >= 0");
+                    }
+                }
                 other => bail!("unknown option {other}"),
             }
         }
@@ -263,14 +274,29 @@ where
     let stop = Arc::new(AtomicBool::new(false));
     let errors = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
+    let rate = o.rate;
     let mut tasks = Vec::new();
     for client in 0..clients {
         let (stop, errors, step) = (stop.clone(), errors.clone(), step.clone());
         tasks.push(tokio::spawn(async move {
             let mut samples = Samples::default();
             let mut i = 0u64;
+            // Paced: client `c` sends its i-th request at start + (i × clients + c) / rate.
+            let period = (rate > 0.0).then(|| Duration::from_secs_f64(clients as f64 / rate));
+            let offset = (rate > 0.0).then(|| Duration::from_secs_f64(client as f64 / rate));
             while !stop.load(Ordering::Relaxed) {
-                let t = Instant::now();
+                let t = match (period, offset) {
+                    (Some(p), Some(off)) => {
+                        let due =
+                            started + off + Duration::from_secs_f64(p.as_secs_f64() * i as f64);
+                        tokio::time::sleep_until(due.into()).await;
+                        if stop.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        due
+                    }
+                    _ => Instant::now(),
+                };
                 match step(client, i).await {
                     Ok(true) => samples.push(t.elapsed()),
                     _ => {

@@ -2,7 +2,8 @@
 //! burst of `--events` events (default 10,000 `audit.created`, produced by `POST /audit/log`).
 //! Reports the delivery latency (receive time minus the event's timestamp, same clock),
 //! deliveries missing, clients dropped, and with `--pid` the server's resident memory per idle
-//! connection. Raise the open-file limit first (`ulimit -n 65536`) for the server and this tool.
+//! connection. `--rate N` paces the producers at N events per second (default: as fast as the
+//! server answers). Raise the open-file limit first (`ulimit -n 65536`) for the server and this tool.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -173,6 +174,7 @@ pub async fn ws(o: Options) -> Result<()> {
     let started = Instant::now();
     let next = Arc::new(AtomicU64::new(0));
     let mut writers = Vec::new();
+    let rate = o.rate;
     for _ in 0..16 {
         let (addr, key, agent, next) = (o.addr.clone(), key.clone(), agent.clone(), next.clone());
         writers.push(tokio::spawn(async move {
@@ -181,6 +183,11 @@ pub async fn ws(o: Options) -> Result<()> {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 if i >= expected {
                     return Ok::<_, anyhow::Error>(());
+                }
+                if rate > 0.0 {
+                    // `--rate`: event i is due at start + i / rate.
+                    let due = started + Duration::from_secs_f64(i as f64 / rate);
+                    tokio::time::sleep_until(due.into()).await;
                 }
                 let body = json!({"agent_id": agent, "action": "read_data", "resource": format!("ws/{i}")});
                 let (s, b) = c

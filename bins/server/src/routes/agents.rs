@@ -28,7 +28,7 @@ pub fn routes(r: &mut Registrar) {
 }
 
 /// Register an agent.
-#[utoipa::path(post, path = "/api/v1/agents/register", tag = "agents", security(("ApiKey" = []), ("bearer" = [])), request_body(content = crate::routes::schemas::RegisterAgent, content_type = "application/json", example = json!({"name": "invoice-bot", "type": "langchain", "capabilities": ["read_data", "send_email"], "permissions": ["invoices:read"], "version": "1.2.0"})), responses((status = 201, body = steward_registry::service::AgentView)))]
+#[utoipa::path(post, path = "/api/v1/agents/register", tag = "agents", security(("ApiKey" = []), ("bearer" = [])), request_body(content = crate::routes::schemas::RegisterAgent, content_type = "application/json", example = json!({"name": "invoice-bot", "type": "langchain", "capabilities": ["read_data", "send_email"], "permissions": ["invoices:read"], "version": "1.2.0"})), responses((status = 409, description = "an agent with this name exists in the tenant"), (status = 201, body = steward_registry::service::AgentView)))]
 pub async fn register(state: State, caller: ApiCaller, body: RawBody) -> ApiResult<HttpResponse> {
     created(state.registry.register(&caller.0, &body.0).await?)
 }
@@ -92,7 +92,7 @@ pub async fn details(
 }
 
 /// Update an agent.
-#[utoipa::path(put, path = "/api/v1/agents/{id}", tag = "agents", security(("ApiKey" = []), ("bearer" = [])), request_body(content = crate::routes::schemas::UpdateAgent, content_type = "application/json", example = json!({"capabilities": ["read_data"], "version": "1.3.0"})), responses((status = 200, body = steward_registry::service::AgentView, description = "the agent")))]
+#[utoipa::path(put, path = "/api/v1/agents/{id}", tag = "agents", security(("ApiKey" = []), ("bearer" = [])), request_body(content = crate::routes::schemas::UpdateAgent, content_type = "application/json", example = json!({"capabilities": ["read_data"], "version": "1.3.0"})), responses((status = 409, description = "another agent of the tenant has this name"), (status = 200, body = steward_registry::service::AgentView, description = "the agent")))]
 pub async fn update(
     state: State,
     caller: ApiCaller,
@@ -135,7 +135,7 @@ pub async fn suspend(
 }
 
 /// Resume a suspended agent.
-#[utoipa::path(post, path = "/api/v1/agents/{id}/resume", tag = "agents", security(("ApiKey" = []), ("bearer" = [])), responses((status = 200, body = steward_registry::service::AgentView, description = "the agent")))]
+#[utoipa::path(post, path = "/api/v1/agents/{id}/resume", tag = "agents", security(("ApiKey" = []), ("bearer" = [])), responses((status = 409, description = "the agent is not suspended"), (status = 200, body = steward_registry::service::AgentView, description = "the agent")))]
 pub async fn resume(
     state: State,
     caller: ApiCaller,

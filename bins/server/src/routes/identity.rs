@@ -140,7 +140,7 @@ pub async fn list_users(state: State, caller: JwtCaller, q: QueryPairs) -> ApiRe
 }
 
 /// Create a user.
-#[utoipa::path(post, path = "/api/v1/users", tag = "users", security(("bearer" = [])), request_body(content = crate::routes::schemas::CreateUser, content_type = "application/json", example = json!({"email": "ada@example.com", "password": "Correct-horse-1", "full_name": "Ada Lovelace", "role": "developer"})), responses((status = 201, body = steward_identity::views::UserView)))]
+#[utoipa::path(post, path = "/api/v1/users", tag = "users", security(("bearer" = [])), request_body(content = crate::routes::schemas::CreateUser, content_type = "application/json", example = json!({"email": "ada@example.com", "password": "Correct-horse-1", "full_name": "Ada Lovelace", "role": "developer"})), responses((status = 409, description = "a user with this e-mail (or SSO subject) exists"), (status = 201, body = steward_identity::views::UserView)))]
 pub async fn create_user(
     state: State,
     caller: JwtCaller,
@@ -251,7 +251,7 @@ pub async fn revoke_key(
 }
 
 /// Create a tenant (admin key or super admin).
-#[utoipa::path(post, path = "/api/v1/tenants", tag = "tenants", security(("AdminKey" = []), ("bearer" = [])), request_body(content = crate::routes::schemas::CreateTenant, content_type = "application/json", example = json!({"name": "acme", "settings": {}})), responses((status = 201, body = steward_identity::views::CreatedTenant)))]
+#[utoipa::path(post, path = "/api/v1/tenants", tag = "tenants", security(("AdminKey" = []), ("bearer" = [])), request_body(content = crate::routes::schemas::CreateTenant, content_type = "application/json", example = json!({"name": "acme", "settings": {}})), responses((status = 409, description = "a tenant with this name exists"), (status = 201, body = steward_identity::views::CreatedTenant)))]
 pub async fn create_tenant(
     state: State,
     caller: PlatformAuth,

@@ -44,7 +44,7 @@ pub async fn list(state: State, caller: ApiCaller, q: QueryPairs) -> ApiResult<H
 /// Create a policy from a template or Rego source.
 #[utoipa::path(post, path = "/api/v1/policies", tag = "policies", security(("ApiKey" = []), ("bearer" = [])), request_body(content = crate::routes::schemas::CreatePolicy, content_type = "application/json", example = json!({"name": "deny-deletes", "description": "No agent deletes data", "rego": "package steward.custom
 
-deny contains msg if { input.action == \"delete_data\"; msg := \"deletes are not allowed\" }", "is_active": true, "priority": 10})), responses((status = 201, body = steward_policy::service::PolicyView), (status = 422)))]
+deny contains msg if { input.action == \"delete_data\"; msg := \"deletes are not allowed\" }", "is_active": true, "priority": 10})), responses((status = 409, description = "a policy with this name exists"), (status = 201, body = steward_policy::service::PolicyView), (status = 422)))]
 pub async fn create(state: State, caller: ApiCaller, body: RawBody) -> ApiResult<HttpResponse> {
     created(state.policy.create(&caller.0, &body.0).await?)
 }

@@ -11,8 +11,7 @@ use diesel::prelude::*;
 use diesel_async::RunQueryDsl;
 use serde::Serialize;
 use serde_json::{json, Value};
-use steward_core::page::{Page, PageRequest};
-use steward_core::validate::Query;
+use steward_core::page::Page;
 use steward_core::{Error, ErrorKind, EventBus, Op, Principal, Result, TenantId};
 use steward_store::schema::audit_entries as ae;
 use steward_store::training::{
@@ -77,18 +76,8 @@ pub struct DetectorMetrics {
     pub evaluated_samples: Option<i64>,
 }
 
-/// One row of `GET /anomalies/detector/versions`.
-#[derive(Clone, Debug, Serialize, PartialEq, utoipa::ToSchema)]
-pub struct VersionView {
-    pub version: i32,
-    #[serde(with = "steward_core::clock::serde_ts")]
-    pub created_at: OffsetDateTime,
-    pub sample_count: i64,
-    pub contamination: Option<f64>,
-    pub precision: Option<f64>,
-    pub recall: Option<f64>,
-    pub active: bool,
-}
+/// One row of `GET /anomalies/detector/versions` (shared with the guard detector).
+pub use steward_store::training::VersionView;
 
 /// The anomaly detector of every tenant.
 #[derive(Clone)]
@@ -220,26 +209,7 @@ impl Detector {
         pairs: &[(String, String)],
     ) -> Result<Page<VersionView>> {
         p.authorize(Op::AnomaliesRead)?;
-        let mut q = Query::new(pairs);
-        let page = PageRequest::read(&mut q, 200);
-        q.finish()?;
-        let all = training::versions(&self.db, p.tenant, DETECTOR).await?;
-        let total = all.len() as i64;
-        let items = all
-            .into_iter()
-            .skip(usize::try_from(page.skip).unwrap_or(0))
-            .take(usize::try_from(page.limit).unwrap_or(0))
-            .map(|v| VersionView {
-                version: v.version,
-                created_at: v.created_at,
-                sample_count: v.sample_count,
-                contamination: num(&v.metrics, "contamination"),
-                precision: num(&v.metrics, "precision"),
-                recall: num(&v.metrics, "recall"),
-                active: v.active,
-            })
-            .collect();
-        Ok(Page::new(items, total, page))
+        training::version_page(&self.db, p.tenant, DETECTOR, pairs).await
     }
 
     /// Starts a task (the endpoint and auto-retrain).

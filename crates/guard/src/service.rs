@@ -834,25 +834,13 @@ impl Guard {
     }
 
     /// `GET /guard/detector/versions` (15.3 envelope, version descending).
-    pub async fn versions(&self, p: &Principal) -> Result<Value> {
+    pub async fn versions(
+        &self,
+        p: &Principal,
+        pairs: &[(String, String)],
+    ) -> Result<steward_core::Page<steward_store::training::VersionView>> {
         p.authorize(Op::GuardRead)?;
-        let all = steward_store::training::versions(&self.db, p.tenant, DETECTOR).await?;
-        let total = all.len();
-        let items: Vec<Value> = all
-            .into_iter()
-            .map(|v| {
-                json!({
-                    "version": v.version,
-                    "created_at": format_timestamp(v.created_at),
-                    "sample_count": v.sample_count,
-                    "contamination": null,
-                    "precision": v.metrics.get("precision"),
-                    "recall": v.metrics.get("recall"),
-                    "active": v.active,
-                })
-            })
-            .collect();
-        Ok(json!({"items": items, "total": total, "skip": 0, "limit": total.max(50)}))
+        steward_store::training::version_page(&self.db, p.tenant, DETECTOR, pairs).await
     }
 
     /// `POST /guard/detector/train?days=N` → 202 task.

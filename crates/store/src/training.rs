@@ -147,6 +147,49 @@ pub struct VersionInfo {
     pub active: bool,
 }
 
+/// One row of a detector's `versions` list (anomaly and guard alike).
+#[derive(Clone, Debug, Serialize, PartialEq, utoipa::ToSchema)]
+pub struct VersionView {
+    pub version: i32,
+    #[serde(with = "steward_core::clock::serde_ts")]
+    pub created_at: OffsetDateTime,
+    pub sample_count: i64,
+    pub contamination: Option<f64>,
+    pub precision: Option<f64>,
+    pub recall: Option<f64>,
+    pub active: bool,
+}
+
+/// A page of the tenant's versions of `detector`, version descending (`skip`/`offset`/`limit`
+/// as every list).
+pub async fn version_page(
+    db: &DbPool,
+    tenant: TenantId,
+    detector: &str,
+    pairs: &[(String, String)],
+) -> Result<steward_core::Page<VersionView>> {
+    let mut q = steward_core::validate::Query::new(pairs);
+    let page = steward_core::page::PageRequest::from_query(&mut q, steward_core::page::MAX_LIMIT)?;
+    let all = versions(db, tenant, detector).await?;
+    let total = all.len() as i64;
+    let num = |v: &Value, k: &str| v.get(k).and_then(Value::as_f64);
+    let items = all
+        .into_iter()
+        .skip(usize::try_from(page.skip).unwrap_or(usize::MAX))
+        .take(usize::try_from(page.limit).unwrap_or(0))
+        .map(|v| VersionView {
+            version: v.version,
+            created_at: v.created_at,
+            sample_count: v.sample_count,
+            contamination: num(&v.metrics, "contamination"),
+            precision: num(&v.metrics, "precision"),
+            recall: num(&v.metrics, "recall"),
+            active: v.active,
+        })
+        .collect();
+    Ok(steward_core::Page::new(items, total, page))
+}
+
 /// A stored version with its bytes.
 #[derive(Clone, Debug)]
 pub struct StoredModel {

@@ -1,7 +1,6 @@
 //! Agent registry endpoints.
 
 use actix_web::{web, HttpResponse};
-use serde_json::json;
 use steward_core::clock::format_timestamp;
 
 use crate::auth::ApiCaller;
@@ -56,7 +55,7 @@ pub async fn get(
 }
 
 /// An agent with its embedding summary, recent audit entries and risk figures.
-#[utoipa::path(get, path = "/api/v1/agents/{id}/details", tag = "agents", security(("ApiKey" = []), ("bearer" = [])), responses((status = 200)))]
+#[utoipa::path(get, path = "/api/v1/agents/{id}/details", tag = "agents", security(("ApiKey" = []), ("bearer" = [])), responses((status = 200, body = AgentDetails)))]
 pub async fn details(
     state: State,
     caller: ApiCaller,
@@ -70,25 +69,47 @@ pub async fn details(
         state.audit.mean_risk(p.tenant, agent_id, None),
         state.discovery.candidate_for_agent(p.tenant, agent_id),
     );
-    let mut body = serde_json::to_value(steward_registry::AgentView::from(&agent))
-        .map_err(steward_core::Error::internal)?;
-    body["embedding"] = json!({
-        "predicted_type": agent.predicted_type,
-        "confidence": agent.type_confidence,
-        "risk_score": agent.risk_score,
-        "updated_at": agent.embedding_updated_at.map(|t| format_timestamp(t.0)),
-    });
-    body["recent_audit"] = json!(recent?);
-    body["average_risk_score"] = json!(average?);
-    body["anomaly_count"] = json!(
-        state
+    ok(AgentDetails {
+        agent: steward_registry::AgentView::from(&agent),
+        embedding: EmbeddingSummary {
+            predicted_type: agent.predicted_type.clone(),
+            confidence: agent.type_confidence,
+            risk_score: agent.risk_score,
+            updated_at: agent.embedding_updated_at.map(|t| format_timestamp(t.0)),
+        },
+        recent_audit: recent?,
+        average_risk_score: average?,
+        anomaly_count: state
             .anomaly
             .reports
             .count_for_agent(p.tenant, agent_id.0)
-            .await?
-    );
-    body["discovery"] = json!(discovered?);
-    ok(body)
+            .await?,
+        discovery: discovered?,
+    })
+}
+
+/// The type prediction of an agent's profile embedding.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct EmbeddingSummary {
+    predicted_type: Option<String>,
+    /// The best similarity's share of all positive similarities.
+    confidence: Option<f64>,
+    risk_score: Option<f64>,
+    #[schema(schema_with = steward_core::schema::nullable_timestamp)]
+    updated_at: Option<String>,
+}
+
+/// `GET /agents/{id}/details`: the agent, its embedding summary, its 20 latest audit
+/// entries, its mean risk, its anomaly count and the discovery candidate it came from.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct AgentDetails {
+    #[serde(flatten)]
+    agent: steward_registry::AgentView,
+    embedding: EmbeddingSummary,
+    recent_audit: Vec<steward_audit::service::AuditEntry>,
+    average_risk_score: Option<f64>,
+    anomaly_count: i64,
+    discovery: Option<steward_discovery::model::Candidate>,
 }
 
 /// Update an agent.

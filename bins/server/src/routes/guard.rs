@@ -67,7 +67,7 @@ pub async fn stats(state: State, caller: ApiCaller) -> ApiResult<HttpResponse> {
 /// The ML detector's status (contract 15.3 shape).
 #[utoipa::path(get, path = "/api/v1/guard/detector/status", tag = "guard",
     security(("ApiKey" = []), ("bearer" = [])),
-    responses((status = 200, description = "Detector status"),
+    responses((status = 200, body = steward_anomaly::service::DetectorStatus, description = "Detector status (the same shape as the anomaly detector's)"),
               (status = 401, description = "No or invalid credentials", content_type = "application/problem+json")))]
 pub async fn detector_status(state: State, caller: ApiCaller) -> ApiResult<HttpResponse> {
     ok(state.guard.detector_status(&caller.0).await?)
@@ -76,7 +76,7 @@ pub async fn detector_status(state: State, caller: ApiCaller) -> ApiResult<HttpR
 /// Precision, recall and F1 of the serving model on the tenant's feedback.
 #[utoipa::path(get, path = "/api/v1/guard/detector/metrics", tag = "guard",
     security(("ApiKey" = []), ("bearer" = [])),
-    responses((status = 200, description = "`{model_version, precision, recall, f1, evaluated_samples}`"),
+    responses((status = 200, body = steward_anomaly::service::DetectorMetrics, description = "`{model_version, precision, recall, f1, evaluated_samples}`"),
               (status = 401, description = "No or invalid credentials", content_type = "application/problem+json")))]
 pub async fn detector_metrics(state: State, caller: ApiCaller) -> ApiResult<HttpResponse> {
     ok(state.guard.detector_metrics(&caller.0).await?)
@@ -86,17 +86,22 @@ pub async fn detector_metrics(state: State, caller: ApiCaller) -> ApiResult<Http
 /// not a tenant version).
 #[utoipa::path(get, path = "/api/v1/guard/detector/versions", tag = "guard",
     security(("ApiKey" = []), ("bearer" = [])),
-    responses((status = 200, description = "Envelope of versions"),
+    params(steward_core::schema::PageParams),
+    responses((status = 200, body = steward_core::page::Page<steward_store::training::VersionView>, description = "Envelope of versions"),
               (status = 401, description = "No or invalid credentials", content_type = "application/problem+json")))]
-pub async fn detector_versions(state: State, caller: ApiCaller) -> ApiResult<HttpResponse> {
-    ok(state.guard.versions(&caller.0).await?)
+pub async fn detector_versions(
+    state: State,
+    caller: ApiCaller,
+    q: QueryPairs,
+) -> ApiResult<HttpResponse> {
+    ok(state.guard.versions(&caller.0, &q.0).await?)
 }
 
 /// Start a guard training task on the tenant's feedback and `guard.*` audit entries of the
 /// last `days` days (202).
 #[utoipa::path(post, path = "/api/v1/guard/detector/train", tag = "guard",
     security(("ApiKey" = []), ("bearer" = [])),
-    params(("days" = Option<i64>, Query, description = "Days of audit entries, 1-365 (default 30)")),
+    params(("days" = Option<i64>, Query, minimum = 1, maximum = 365, description = "Days of audit entries, 1-365 (default 30)")),
     responses((status = 202, body = steward_store::training::Task, description = "The task `{task_id, kind: \"guard\", status, progress, ...}`"),
               (status = 401, description = "No or invalid credentials", content_type = "application/problem+json"),
               (status = 403, description = "Role below admin", content_type = "application/problem+json"),
@@ -129,7 +134,7 @@ pub async fn training_status(state: State, q: QueryPairs) -> ApiResult<HttpRespo
 #[utoipa::path(post, path = "/api/v1/guard/detector/rollback/{version}", tag = "guard",
     security(("ApiKey" = []), ("bearer" = [])),
     params(("version" = i32, Path, description = "A stored version")),
-    responses((status = 200, description = "The detector status"),
+    responses((status = 200, body = steward_anomaly::service::DetectorStatus, description = "The detector status"),
               (status = 401, description = "No or invalid credentials", content_type = "application/problem+json"),
               (status = 403, description = "Role below admin", content_type = "application/problem+json"),
               (status = 404, description = "Unknown version", content_type = "application/problem+json"),

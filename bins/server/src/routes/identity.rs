@@ -68,9 +68,17 @@ fn found(location: String) -> HttpResponse {
 
 /// The enabled single sign-on providers (no credentials needed).
 #[utoipa::path(get, path = "/api/v1/auth/sso/providers", tag = "auth", security(()),
-    responses((status = 200, description = "`{providers: [{id, name, enabled}]}`")))]
+    responses((status = 200, body = SsoProviders, description = "The configured providers")))]
 pub async fn sso_providers(state: State) -> ApiResult<HttpResponse> {
-    ok(serde_json::json!({"providers": state.sso.providers()}))
+    ok(SsoProviders {
+        providers: state.sso.providers(),
+    })
+}
+
+/// `GET /auth/sso/providers`.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct SsoProviders {
+    providers: Vec<steward_identity::sso::ProviderView>,
 }
 
 /// Start single sign-on: redirects the browser to the provider (PKCE S256, state, nonce).

@@ -289,11 +289,18 @@ where
                     (Some(p), Some(off)) => {
                         let due =
                             started + off + Duration::from_secs_f64(p.as_secs_f64() * i as f64);
-                        tokio::time::sleep_until(due.into()).await;
-                        if stop.load(Ordering::Relaxed) {
-                            break;
+                        if Instant::now() >= due {
+                            // Behind schedule (the previous answer was late): the wait counts.
+                            due
+                        } else {
+                            // On time: measure from the send, not from the timer's wake-up
+                            // (tokio's timer is 1 ms coarse).
+                            tokio::time::sleep_until(due.into()).await;
+                            if stop.load(Ordering::Relaxed) {
+                                break;
+                            }
+                            Instant::now()
                         }
-                        due
                     }
                     _ => Instant::now(),
                 };

@@ -1,0 +1,41 @@
+"""The generated client covers the whole document and parses real responses."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+
+from conftest import URL, Tenant
+from steward_sdk import StewardAPIError, StewardClient
+from steward_sdk._generated import OPERATION_COUNT
+from steward_sdk._generated.client import AsyncStewardClient
+
+SNAPSHOT = Path(__file__).resolve().parents[2] / "openapi.json"
+
+
+def test_one_method_per_operation(http: httpx.Client) -> None:
+    doc = http.get("/openapi.json").json()
+    ops = [(p, m, o["operationId"]) for p, item in doc["paths"].items() for m, o in item.items()
+           if m in ("get", "put", "post", "delete", "patch")]
+    assert OPERATION_COUNT == len(ops)
+    for _, _, op_id in ops:
+        assert callable(getattr(StewardClient, op_id)) and callable(getattr(AsyncStewardClient, op_id))
+    assert json.loads(SNAPSHOT.read_text()) == doc
+
+
+def test_typed_responses_and_problem_errors(t1: Tenant) -> None:
+    c = StewardClient(URL, api_key=t1.key)
+    agent = c.agents_register({"name": "typed-client", "type": "tool", "capabilities": ["read"]})
+    assert agent.type == "tool" and agent.capabilities == ["read"]
+    page = c.agents_list(limit=1)
+    assert page.limit == 1 and page.total >= 1 and page.items[0].id
+    try:
+        c.agents_register({"name": "typed-client"})
+        raise AssertionError("expected 409")
+    except StewardAPIError as e:
+        assert e.status == 409 and e.code == "conflict" and e.problem["type"] == "urn:steward:error:conflict"
+    d = c.policies_check({"agent_id": agent.id, "action": "read_data", "resource": "crm", "context": {}})
+    assert d.allowed is True and d.risk is not None
+    c.close()

@@ -1,0 +1,135 @@
+// Types of the hand-written part of the SDK; the API types are generated (./generated/types.d.ts).
+import { GeneratedClient } from './generated/client.js';
+import type {
+  AuditEntry,
+  HitlRequest,
+  GuardValidation,
+  IntegrationStatus,
+  Operations,
+  PolicyCheckResponse,
+} from './generated/types.js';
+
+export type * from './generated/types.js';
+export { OPERATION_COUNT } from './generated/client.js';
+
+export declare class StewardError extends Error {}
+
+/** The server answered with an RFC 9457 problem document. */
+export declare class StewardAPIError extends StewardError {
+  status: number;
+  problem: Record<string, unknown>;
+  code: string | null;
+  detail: string | null;
+}
+
+/** A governed call was refused; `reason` is the server's reason. */
+export declare class ActionDenied extends StewardError {
+  reason: string;
+  action: string | undefined;
+  resource: string | undefined;
+  severity: string | null;
+  riskScore: number | null;
+  decision: PolicyCheckResponse | null;
+  auditId: string | null;
+}
+export declare class PromptBlocked extends ActionDenied {
+  argument: string;
+  guard: GuardValidation;
+}
+export declare class ApprovalRejected extends ActionDenied {
+  approval: HitlRequest;
+  approvalId: string | null;
+}
+export declare class ApprovalTimeout extends ActionDenied {
+  approvalId: string;
+}
+export declare class AgentNotRegistered extends ActionDenied {
+  candidate: Operations['discovery_ingest']['response'];
+}
+
+export interface ClientOptions {
+  baseUrl: string;
+  apiKey?: string;
+  token?: string;
+  adminKey?: string;
+  fetch?: typeof globalThis.fetch;
+  timeoutMs?: number;
+}
+
+/** fetch-based client: one method per operation of /openapi.json. */
+export declare class StewardClient extends GeneratedClient {
+  constructor(options: ClientOptions);
+  baseUrl: string;
+}
+
+export declare const PROMPT_ARGUMENTS: Set<string>;
+
+/** How one tool is governed. `A` is the tool's argument object. */
+export interface GovernOptions<A = any> {
+  name?: string;
+  /** Policy action; default the tool's name. */
+  action?: string;
+  /** Resource: a string with `{arg}` placeholders or a function of the arguments; default `tool/<name>`. */
+  resource?: string | ((args: A) => string);
+  /** Policy-check context: an object or a function of the arguments. */
+  context?: Record<string, unknown> | ((args: A) => Record<string, unknown>);
+  /** Names of the arguments checked by the prompt guard; default PROMPT_ARGUMENTS. */
+  guardArgs?: string[];
+  /** Reasoning lines written to the audit entry. */
+  reasoning?: string | string[] | ((args: A) => string | string[]);
+  approvalTimeoutMs?: number | null;
+}
+
+export interface StewardOptions {
+  baseUrl?: string;
+  apiKey?: string;
+  agentId?: string;
+  agentName?: string;
+  /** Register `agentName` when it is unknown. */
+  register?: boolean;
+  agentType?: string;
+  capabilities?: string[];
+  guard?: boolean;
+  approvalTimeoutMs?: number | null;
+  pollInitialMs?: number;
+  pollMaxMs?: number;
+  pollFactor?: number;
+  /** Heartbeat period; 0 or null: none. */
+  heartbeatIntervalMs?: number | null;
+  audit?: boolean;
+  auditDenied?: boolean;
+  /** Discovery source of an unregistered agent: agent_framework or model_provider. */
+  source?: 'agent_framework' | 'model_provider';
+  onApprovalRequest?: (request: HitlRequest) => unknown;
+  fetch?: typeof globalThis.fetch;
+  client?: StewardClient;
+}
+
+/** What `authorize` grants. */
+export interface Permit<A = any> {
+  tool: string;
+  action: string;
+  resource: string;
+  context: Record<string, unknown>;
+  arguments: A;
+  reasoning: string[];
+  decision: PolicyCheckResponse;
+  approval: HitlRequest | null;
+  guard: GuardValidation[];
+}
+
+export declare class Steward {
+  constructor(options: StewardOptions);
+  client: StewardClient;
+  heartbeatsSent: number;
+  agentId(): Promise<string>;
+  findAgent(name: string): Promise<string | null>;
+  start(): Promise<this>;
+  stop(): void;
+  govern<A, R>(fn: (args: A, ...rest: any[]) => R | Promise<R>, options?: GovernOptions<A>): (args: A, ...rest: any[]) => Promise<R>;
+  call<A, R>(spec: GovernOptions<A> & { name: string }, args: A, run: () => R | Promise<R>): Promise<R>;
+  authorize<A>(spec: GovernOptions<A> & { name: string }, args: A): Promise<Permit<A>>;
+  record(permit: Permit, outcome: { output?: unknown; error?: unknown; denied?: ActionDenied }): Promise<AuditEntry | null>;
+  check(action: string, resource: string, context?: Record<string, unknown>): Promise<PolicyCheckResponse>;
+  integrationStatus(integration?: 'agent_framework' | 'model_provider'): Promise<IntegrationStatus>;
+}

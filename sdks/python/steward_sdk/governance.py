@@ -36,7 +36,8 @@ from typing import Any, Awaitable, Callable, Iterable, Mapping, Optional, TypeVa
 from pydantic_core import to_jsonable_python
 
 from ._generated.client import AsyncStewardClient, StewardClient
-from ._generated.models import HitlRequest, PolicyCheckResponse
+from ._generated.models import CheckResponse as PolicyCheckResponse
+from ._generated.models import HitlRequest
 from .errors import (
     ActionDenied,
     AgentNotRegistered,
@@ -604,4 +605,4 @@ class Steward:
 
     def integration_status(self, integration: Optional[str] = None) -> Any:
         """``GET /integrations/{integration}/status`` (default: this Steward's ``source``)."""
-        return self.client.integrations_status(integration or self.source)
+        return self.client.discovery_integration(integration or self.source)

@@ -136,9 +136,11 @@ def test_callback_handler_governs_every_tool(t1: Tenant) -> None:
         search_kb.invoke({"query": INJECTION}, config=cfg)
     assert len(RAN) == 2 and len(handler.denied) == 2
     entries = t1.audit(s.agent_id)
-    assert [(e["resource"], e["is_approved"]) for e in reversed(entries)] == [
+    assert [(e["resource"], e["is_approved"]) for e in reversed(entries) if e["action"] == "read_data"] == [
         ("crm/contacts", True), ("kb", True), ("crm/contacts", False)]
     assert entries[-1]["output"] == {"result": "exported 5 rows of contacts"}
+    # the blocked prompt: the guard's own audit entry, no tool entry
+    assert [e["action"] for e in entries if e["resource"] == "guard/validate"] == ["guard.blocked"]
     s.close()
 
 

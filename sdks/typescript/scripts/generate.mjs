@@ -54,7 +54,7 @@ class Gen {
     if (s.$ref) return typeName(s.$ref.split('/').pop());
     if ('const' in s) return JSON.stringify(s.const);
     for (const k of ['oneOf', 'anyOf']) if (s[k]) return this.union(s[k].map((x) => this.ts(x, indent)));
-    if (s.allOf) return s.allOf.length === 1 ? this.ts(s.allOf[0], indent) : s.allOf.map((x) => this.ts(x, indent)).join(' & ');
+    if (s.allOf) return s.allOf.length === 1 ? this.ts(s.allOf[0], indent) : this.ts(this.mergeAllOf(s.allOf, s), indent);
     if (Array.isArray(s.type)) return this.union(s.type.map((t) => this.ts({ ...s, type: t }, indent)));
     if (s.enum) return this.union(s.enum.map((v) => (v === null ? 'null' : JSON.stringify(v))));
     switch (s.type) {
@@ -76,6 +76,21 @@ class Gen {
         }
         return 'unknown';
     }
+  }
+
+  /** allOf of object schemas (by reference or inline) as one object: later members override. */
+  mergeAllOf(parts, base = {}) {
+    const properties = {};
+    const required = [];
+    for (let p of parts) {
+      if (p.$ref) p = this.schemas[p.$ref.split('/').pop()] ?? {};
+      if (p.allOf) p = this.mergeAllOf(p.allOf, p);
+      Object.assign(properties, p.properties ?? {});
+      for (const r of p.required ?? []) if (!required.includes(r)) required.push(r);
+    }
+    const out = { type: 'object', properties, required };
+    if (base.description) out.description = base.description;
+    return out;
   }
 
   union(types) {
@@ -128,7 +143,6 @@ class Gen {
 
   typesFile(ops) {
     const out = [HEADER, '// Types of the Steward API (components.schemas of /openapi.json) and of its operations.', ''];
-    out.push(`export declare const API_VERSION: ${JSON.stringify(this.spec.info?.version ?? '')};`, '');
     for (const name of Object.keys(this.schemas).sort()) {
       const s = this.schemas[name];
       const d = doc(s?.description ?? s?.title);

@@ -3,10 +3,10 @@ import { GeneratedClient } from './generated/client.js';
 import type {
   AuditEntry,
   HitlRequest,
-  GuardValidation,
+  GuardResult,
   IntegrationStatus,
   Operations,
-  PolicyCheckResponse,
+  CheckResponse,
 } from './generated/types.js';
 
 export type * from './generated/types.js';
@@ -29,12 +29,12 @@ export declare class ActionDenied extends StewardError {
   resource: string | undefined;
   severity: string | null;
   riskScore: number | null;
-  decision: PolicyCheckResponse | null;
+  decision: CheckResponse | null;
   auditId: string | null;
 }
 export declare class PromptBlocked extends ActionDenied {
   argument: string;
-  guard: GuardValidation;
+  guard: GuardResult;
 }
 export declare class ApprovalRejected extends ActionDenied {
   approval: HitlRequest;
@@ -113,9 +113,9 @@ export interface Permit<A = any> {
   context: Record<string, unknown>;
   arguments: A;
   reasoning: string[];
-  decision: PolicyCheckResponse;
+  decision: CheckResponse;
   approval: HitlRequest | null;
-  guard: GuardValidation[];
+  guard: GuardResult[];
 }
 
 export declare class Steward {
@@ -130,6 +130,6 @@ export declare class Steward {
   call<A, R>(spec: GovernOptions<A> & { name: string }, args: A, run: () => R | Promise<R>): Promise<R>;
   authorize<A>(spec: GovernOptions<A> & { name: string }, args: A): Promise<Permit<A>>;
   record(permit: Permit, outcome: { output?: unknown; error?: unknown; denied?: ActionDenied }): Promise<AuditEntry | null>;
-  check(action: string, resource: string, context?: Record<string, unknown>): Promise<PolicyCheckResponse>;
+  check(action: string, resource: string, context?: Record<string, unknown>): Promise<CheckResponse>;
   integrationStatus(integration?: 'agent_framework' | 'model_provider'): Promise<IntegrationStatus>;
 }

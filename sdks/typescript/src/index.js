@@ -8,6 +8,8 @@
 //   an unregistered agent is reported to discovery; heartbeats run while the agent runs.
 import { GeneratedClient } from './generated/client.js';
 
+export { OPERATION_COUNT } from './generated/client.js';
+
 export class StewardError extends Error {}
 
 export class StewardAPIError extends StewardError {
@@ -339,6 +341,6 @@ export class Steward {
 
   /** GET /integrations/{integration}/status (default: this Steward's source). */
   integrationStatus(integration) {
-    return this.client.integrationsStatus(integration ?? this.source);
+    return this.client.discoveryIntegration(integration ?? this.source);
   }
 }

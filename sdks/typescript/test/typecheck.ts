@@ -1,10 +1,10 @@
 // Compiled by `tsc -p tsconfig.json` (no emit): the public types resolve and fit together.
-import { Steward, StewardClient, ActionDenied, type PolicyCheckResponse } from '../src/index.js';
+import { Steward, StewardClient, ActionDenied, type CheckResponse } from '../src/index.js';
 import { governTools } from '../src/ai.js';
 
 async function typed(): Promise<void> {
   const client = new StewardClient({ baseUrl: 'http://127.0.0.1:8080', apiKey: 'stw_x' });
-  const decision: PolicyCheckResponse = await client.policiesCheck({ agent_id: 'a', action: 'read_data', resource: 'crm', context: {} });
+  const decision: CheckResponse = await client.policiesCheck({ agent_id: 'a', action: 'read_data', resource: 'crm', context: {} });
   const allowed: boolean = decision.allowed;
   const page = await client.agentsList({ limit: 10 });
   const names: string[] = page.items.map((a) => a.name);

@@ -1,5 +1,10 @@
 # The prompt guard's policy-engine detector (module `guard.main`): a score in [0, 1] from
-# well-known injection phrasings. Listed with the templates for reference; not a policy.
+# well-known injection phrasings and from the other detectors' findings. Listed with the
+# templates for reference; not a policy of the policy check.
+#
+# input: {"prompt": <canonical prompt>, "detectors": {"rule": <rule score>, "ml": <classifier
+# probability, absent when the classifier is off>}}. A score of 0.9 or more is a strong signal
+# and blocks (contract 17.2).
 package guard.main
 
 import rego.v1
@@ -10,9 +15,17 @@ signals := {
 	"dan_jailbreak": `do anything now`,
 }
 
+# A classifier this confident is a strong signal: lower it, raise it, or delete this rule to
+# keep the classifier's say soft (weighted only).
+confident_classifier := 0.9
+
 matches contains name if {
 	some name, pattern in signals
 	regex.match(pattern, lower(input.prompt))
+}
+
+matches contains "ml_classifier_confident" if {
+	input.detectors.ml >= confident_classifier
 }
 
 default score := 0.0

@@ -5,6 +5,7 @@
 pub mod engine;
 pub mod ml;
 pub mod normalize;
+pub mod policy;
 pub mod rules;
 
 pub use engine::{
@@ -32,7 +33,13 @@ pub fn bootstrap_model() -> Option<MlModel> {
 
 /// The built-in corpus: attacks of every category and hard benign prompts.
 pub fn builtin_corpus() -> Vec<(String, bool)> {
-    include_str!("../../../fixtures/guard/corpus.jsonl")
+    parse_corpus(include_str!("../../../fixtures/guard/corpus.jsonl"))
+}
+
+/// Labelled prompts of a JSON-lines corpus (`{text, label}` per line, label 1 = attack);
+/// lines that are not such an object are skipped.
+pub fn parse_corpus(jsonl: &str) -> Vec<(String, bool)> {
+    jsonl
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .filter_map(|v| {

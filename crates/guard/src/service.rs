@@ -24,7 +24,7 @@ use crate::engine::{
     aggregate, AggregateConfig, Detection, DetectorKind, GuardEngine, ThreatLevel,
 };
 use crate::ml::MlModel;
-use crate::rules;
+use crate::policy::{fallback_score, PolicyDetector, Signals};
 
 /// How long the policy-engine detector may take before its local fall-back answers.
 const POLICY_ENGINE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -106,79 +106,6 @@ struct TenantStats {
     cache_hits: u64,
     latency_ms: f64,
     patterns: HashMap<String, u64>,
-}
-
-/// The policy-engine detector: `guard.main` on the embedded Rego engine.
-struct PolicyDetector {
-    engine: Option<regorus::Engine>,
-    /// Prepared engines ready for reuse (cloning the compiled engine per prompt is costly).
-    idle: Mutex<Vec<regorus::Engine>>,
-}
-
-/// Engines kept for reuse.
-const IDLE_ENGINES: usize = 16;
-
-impl PolicyDetector {
-    fn new(rego: &str) -> Self {
-        let mut engine = regorus::Engine::new();
-        let engine = match engine.add_policy("guard.rego".to_owned(), rego.to_owned()) {
-            Ok(_) => Some(engine),
-            Err(e) => {
-                tracing::error!(error = %e, "guard.main does not compile; the local fall-back answers");
-                None
-            }
-        };
-        Self {
-            engine,
-            idle: Mutex::new(Vec::new()),
-        }
-    }
-
-    /// `data.guard.main.score` for the canonical prompt; `None` when the engine fails.
-    fn score(&self, text: &str) -> Option<(f64, Vec<String>)> {
-        let pooled = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
-        let mut engine = match pooled {
-            Some(e) => e,
-            None => self.engine.clone()?,
-        };
-        engine.set_input(regorus::Value::from(json!({"prompt": text})));
-        let result = (|| {
-            let score = engine.eval_rule("data.guard.main.score".to_owned()).ok()?;
-            let score: f64 = serde_json::from_str::<Value>(&score.to_json_str().ok()?)
-                .ok()?
-                .as_f64()?;
-            let matches = engine
-                .eval_rule("data.guard.main.matches".to_owned())
-                .ok()
-                .and_then(|m| m.to_json_str().ok())
-                .and_then(|s| serde_json::from_str::<Vec<String>>(&s).ok())
-                .unwrap_or_default();
-            Some((score, matches))
-        })();
-        if result.is_some() {
-            let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
-            if idle.len() < IDLE_ENGINES {
-                idle.push(engine);
-            }
-        }
-        result
-    }
-}
-
-/// The local fall-back of the policy-engine detector: the same three signals as `guard.rego`
-/// through the rule detector.
-fn fallback_policy_score(text: &str) -> (f64, Vec<String>) {
-    let ids: Vec<String> = rules::scan(text)
-        .into_iter()
-        .filter(|h| {
-            matches!(
-                h.id,
-                "ignore_instructions" | "system_prompt_leak" | "dan_jailbreak"
-            )
-        })
-        .map(|h| h.id.to_owned())
-        .collect();
-    (if ids.is_empty() { 0.0 } else { 0.95 }, ids)
 }
 
 /// The guard domain service.
@@ -362,7 +289,11 @@ impl Guard {
         };
         let mut detections: Vec<Detection> = analysis.detections;
         let policy_engine = if self.config.aggregate.policy_engine_enabled {
-            let (score, ids) = self.policy_signal(&analysis.normalized).await;
+            let signals = Signals {
+                rule: analysis.rule,
+                ml: analysis.ml,
+            };
+            let (score, ids) = self.policy_signal(&analysis.normalized, signals).await;
             for id in ids {
                 if !detections.iter().any(|d| d.id == id) {
                     detections.push(Detection {
@@ -370,7 +301,11 @@ impl Guard {
                         category: "prompt injection".to_owned(),
                         detector: DetectorKind::PolicyEngine,
                         score,
-                        reason: format!("policy engine (guard.main): signal {id}"),
+                        reason: if id == "ml_classifier_confident" {
+                            format!("policy engine (guard.main): the ML classifier is confident this is an attack (signal {id})")
+                        } else {
+                            format!("policy engine (guard.main): signal {id}")
+                        },
                     });
                 }
             }
@@ -436,19 +371,19 @@ impl Guard {
     }
 
     /// The policy-engine signal, within 2 s, else the local fall-back.
-    async fn policy_signal(&self, normalized: &str) -> (f64, Vec<String>) {
+    async fn policy_signal(&self, normalized: &str, signals: Signals) -> (f64, Vec<String>) {
         let detector = self.policy.clone();
         let text = normalized.to_owned();
         let evaluated = tokio::time::timeout(
             POLICY_ENGINE_TIMEOUT,
-            tokio::task::spawn_blocking(move || detector.score(&text)),
+            tokio::task::spawn_blocking(move || detector.score(&text, signals)),
         )
         .await;
         match evaluated {
             Ok(Ok(Some(s))) => s,
             _ => {
                 tracing::debug!("guard.main unavailable; the local fall-back answers");
-                fallback_policy_score(normalized)
+                fallback_score(normalized, signals)
             }
         }
     }

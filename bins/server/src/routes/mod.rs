@@ -51,4 +51,5 @@ pub fn registrar() -> Registrar {
 pub fn configure(cfg: &mut web::ServiceConfig) {
     registrar().register(cfg);
     cfg.service(SwaggerUi::new("/docs/{_:.*}").url("/openapi.json", crate::openapi::document()));
+    crate::dashboard::configure(cfg);
 }

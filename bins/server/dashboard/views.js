@@ -398,14 +398,39 @@ function meter(value) {
     svg('rect', { x: 0, y: 0, width: pct, height: 10, fill: pct >= 70 ? '#b3261e' : pct >= 40 ? '#a86400' : '#1e7a3c' })));
 }
 
+// The detectors behind a guard result: the overall score, any per-detector number the
+// response carries, and each detector's findings grouped from `reasons` (contract 17.2: the
+// score is the highest of the weighted ML/rule score, the rule score and the policy engine's).
+function detectorOf(reason) {
+  if (/^ML classifier/i.test(reason)) return 'ML classifier';
+  if (/^policy engine/i.test(reason)) return 'policy engine';
+  if (/\(rule [^)]+\)$/.test(reason)) return 'rules';
+  return 'other';
+}
+
 function scoreRows(r) {
-  // The overall score plus every per-detector number the response carries.
   const rows = [['overall', r.score]];
   for (const key of ['detector_scores', 'detectors', 'scores']) {
     const d = r[key];
     if (d && typeof d === 'object') for (const [k, v] of Object.entries(d)) if (typeof v === 'number') rows.push([k, v]);
   }
-  return h('div.bars', { 'data-testid': 'guard-scores' }, rows.map(([k, v]) => [h('span', k), meter(v), h('span.mono', fmtNum(v, 3))]));
+  const groups = new Map();
+  for (const reason of r.reasons || []) {
+    const k = detectorOf(reason);
+    if (!groups.has(k)) groups.set(k, []);
+    groups.get(k).push(reason);
+    const p = /probability ([0-9.]+)/.exec(reason);
+    if (k === 'ML classifier' && p && !rows.some(([n]) => n === 'ML probability')) rows.push(['ML probability', Number(p[1])]);
+  }
+  return h('div', { 'data-testid': 'guard-scores' },
+    h('div.bars', rows.map(([k, v]) => [h('span', k), meter(v), h('span.mono', fmtNum(v, 3))])),
+    h('h3', 'Detectors'),
+    groups.size
+      ? table([
+        { title: 'Detector', cell: (g) => h('b', g[0]) },
+        { title: 'Findings', cell: (g) => h('ul', g[1].map((x) => h('li', x))) },
+      ], [...groups.entries()], { testid: 'guard-detectors' })
+      : h('p.muted', 'No detector found anything.'));
 }
 
 async function guard(view) {
@@ -432,7 +457,6 @@ async function guard(view) {
           h('p', badge(r.threat_level), ` score ${fmtNum(r.score, 3)} · ${fmtNum(r.processing_time_ms)} ms`, r.cached ? ' · cached' : ''),
           scoreRows(r),
           h('h3', 'Detected patterns'), h('p', (r.detected_patterns || []).length ? r.detected_patterns.map((p) => h('span.badge', p)).flatMap((b) => [b, ' ']) : h('span.muted', 'none')),
-          (r.reasons || []).length ? h('ul', r.reasons.map((x) => h('li', x))) : null,
           h('details', h('summary', 'Full response'), json(r)));
         await loadStats();
       } catch (e) { showError(err, e); }

@@ -94,7 +94,8 @@ def main() -> int:
             sdk_call(with_guard)
         raw_ms: list[float] = []
         sdk_ms: list[float] = []
-        raw_cpu = sdk_cpu = 0.0
+        raw_cpu: list[float] = []
+        sdk_cpu: list[float] = []
         for _ in range(a.calls):
             c0, t0 = time.process_time(), time.perf_counter()
             raw_call(with_guard)
@@ -103,26 +104,28 @@ def main() -> int:
             t2, c2 = time.perf_counter(), time.process_time()
             raw_ms.append((t1 - t0) * 1000)
             sdk_ms.append((t2 - t1) * 1000)
-            raw_cpu += c1 - c0
-            sdk_cpu += c2 - c1
+            raw_cpu.append((c1 - c0) * 1000)
+            sdk_cpu.append((c2 - c1) * 1000)
         diffs = [s - r for s, r in zip(sdk_ms, raw_ms)]
+        cpu_diffs = [s - r for s, r in zip(sdk_cpu, raw_cpu)]
         results[case] = {
             "raw_p50": statistics.median(raw_ms), "raw_p99": pct(raw_ms, 99),
             "sdk_p50": statistics.median(sdk_ms), "sdk_p99": pct(sdk_ms, 99),
-            "overhead_p50": statistics.median(sdk_ms) - statistics.median(raw_ms),
-            "overhead_p99": pct(sdk_ms, 99) - pct(raw_ms, 99),
             "paired_p50": statistics.median(diffs),
-            "cpu_per_call": (sdk_cpu - raw_cpu) / a.calls * 1000,
+            "cpu_p50": statistics.median(cpu_diffs), "cpu_p99": pct(cpu_diffs, 99),
+            "cpu_mean": (sum(sdk_cpu) - sum(raw_cpu)) / a.calls,
         }
     steward.close()
     print(f"SDK overhead per governed call, {a.calls} calls per case, loopback, {url}")
-    print(f"{'case':<20}{'raw p50':>9}{'raw p99':>9}{'sdk p50':>9}{'sdk p99':>9}{'added p50':>11}{'added p99':>11}"
-          f"{'paired p50':>12}{'SDK CPU':>9}  (ms)")
+    print("wall: raw HTTP calls vs the governed call; added wall = median of the paired differences;")
+    print("added CPU = the SDK's process CPU time per call minus that of the raw calls (p50, p99, mean)")
+    print(f"{'case':<20}{'raw p50':>9}{'raw p99':>9}{'sdk p50':>9}{'sdk p99':>9}{'added wall':>12}"
+          f"{'CPU p50':>9}{'CPU p99':>9}{'CPU mean':>10}  (ms)")
     worst = 0.0
     for case, r in results.items():
         print(f"{case:<20}{r['raw_p50']:>9.3f}{r['raw_p99']:>9.3f}{r['sdk_p50']:>9.3f}{r['sdk_p99']:>9.3f}"
-              f"{r['overhead_p50']:>11.3f}{r['overhead_p99']:>11.3f}{r['paired_p50']:>12.3f}{r['cpu_per_call']:>9.3f}")
-        worst = max(worst, r["paired_p50"])
+              f"{r['paired_p50']:>12.3f}{r['cpu_p50']:>9.3f}{r['cpu_p99']:>9.3f}{r['cpu_mean']:>10.3f}")
+        worst = max(worst, r["paired_p50"], r["cpu_p50"])
     if worst > a.budget_ms:
         print(f"over budget: the SDK adds {worst:.3f} ms (p50) per governed call, budget {a.budget_ms} ms")
         return 1

@@ -157,6 +157,7 @@ export class Steward {
     this.onApprovalRequest = onApprovalRequest;
     this._resolved = agentId != null ? Promise.resolve(agentId) : null;
     this._timer = null;
+    this._started = null;
     this.heartbeatsSent = 0;
   }
 
@@ -193,21 +194,28 @@ export class Steward {
 
   /** Resolve the agent and start heartbeats (done by the first governed call too). */
   async start() {
-    const id = await this.agentId();
-    if (this.heartbeatIntervalMs && !this._timer && UUID_RE.test(id ?? '')) {
-      const beat = () => this.client.agentsHeartbeat(id, { status: 'active' })
-        .then(() => { this.heartbeatsSent += 1; })
-        .catch(() => {});
-      this._timer = setInterval(beat, this.heartbeatIntervalMs);
-      this._timer.unref?.();
-      await beat();
+    if (!this._started) {
+      this._started = (async () => {
+        const id = await this.agentId();
+        if (this.heartbeatIntervalMs && UUID_RE.test(id ?? '')) {
+          const beat = () => this.client.agentsHeartbeat(id, { status: 'active' })
+            .then(() => { this.heartbeatsSent += 1; })
+            .catch(() => {});
+          this._timer = setInterval(beat, this.heartbeatIntervalMs);
+          this._timer.unref?.();
+          await beat();
+        }
+      })();
+      this._started.catch(() => { this._started = null; });
     }
+    await this._started;
     return this;
   }
 
   stop() {
     if (this._timer) clearInterval(this._timer);
     this._timer = null;
+    this._started = null;
   }
 
   /**

@@ -279,7 +279,8 @@ def response_schema(op: dict) -> tuple[dict | None, str]:
         for ctype, media in content.items():
             if "json" in ctype:
                 return media.get("schema") or {}, "json"
-        return None, "other" if content else "empty"
+        # A 2xx without a declared body other than 204 may still carry one: typed as Any.
+        return None, "empty" if code == "204" and not content else "other"
     return None, "empty"
 
 

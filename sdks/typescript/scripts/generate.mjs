@@ -130,7 +130,8 @@ class Gen {
           if (!code.startsWith('2')) continue;
           const content = op.responses[code].content ?? {};
           const media = Object.entries(content).find(([c]) => c.includes('json'));
-          response = media ? this.ts(media[1].schema ?? {}, '  ') : Object.keys(content).length ? 'string' : 'void';
+          // A 2xx without a declared body other than 204 may still carry one: typed as unknown.
+          response = media ? this.ts(media[1].schema ?? {}, '  ') : Object.keys(content).length ? 'string' : code === '204' ? 'void' : 'unknown';
           break;
         }
         ops.push({ id, name: camel(id), method: m.toUpperCase(), path, op,

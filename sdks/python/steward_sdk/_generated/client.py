@@ -234,7 +234,7 @@ class StewardClient(BaseClient):
         """DELETE /api/v1/api-keys/{id}: Revoke an API key."""
         return self._request("DELETE", f"/api/v1/api-keys/{_q(id)}", adapter=None)  # type: ignore[no-any-return]
 
-    def audit_export(self, *, format: Optional[Literal["jsonl", "json", "csv"]] = None, limit: Optional[int] = None, agent_id: Optional[str] = None, action: Optional[str] = None, resource: Optional[str] = None) -> None:
+    def audit_export(self, *, format: Optional[Literal["jsonl", "json", "csv"]] = None, limit: Optional[int] = None, agent_id: Optional[str] = None, action: Optional[str] = None, resource: Optional[str] = None) -> Any:
         """GET /api/v1/audit/export: Export the audit log (`format` = jsonl, json or csv; at most 10,000 records)."""
         return self._request("GET", "/api/v1/audit/export", query={"format": format, "limit": limit, "agent_id": agent_id, "action": action, "resource": resource}, adapter=None)  # type: ignore[no-any-return]
 
@@ -246,7 +246,7 @@ class StewardClient(BaseClient):
         """GET /api/v1/audit/export/csv: Export entries as CSV (same filters as `/audit/export`)."""
         return self._request("GET", "/api/v1/audit/export/csv", query={"agent_id": agent_id, "action": action, "start_date": start_date, "end_date": end_date}, adapter=None)  # type: ignore[no-any-return]
 
-    def audit_export_download(self, id: str) -> None:
+    def audit_export_download(self, id: str) -> Any:
         """GET /api/v1/audit/export/download/{id}: Download a finished asynchronous export."""
         return self._request("GET", f"/api/v1/audit/export/download/{_q(id)}", adapter=None)  # type: ignore[no-any-return]
 
@@ -342,15 +342,15 @@ class StewardClient(BaseClient):
         """GET /api/v1/ws: The handshake: the JWT of `?token=` is checked before the upgrade (401 / 403)."""
         return self._request("GET", "/api/v1/ws", query={"token": token}, adapter=None)  # type: ignore[no-any-return]
 
-    def guard_agent_action(self, id: str, body: Union[GatewayRequest, dict[str, Any]]) -> None:
+    def guard_agent_action(self, id: str, body: Union[GatewayRequest, dict[str, Any]]) -> Any:
         """POST /api/v1/agents/{id}/action: The guarded agent gateway: 403 `prompt_blocked` with the guard result, else 200; 404 for an agent that is not the tenant's."""
         return self._request("POST", f"/api/v1/agents/{_q(id)}/action", body=body, adapter=None)  # type: ignore[no-any-return]
 
-    def guard_agent_chat(self, id: str, body: Union[GatewayRequest, dict[str, Any]]) -> None:
+    def guard_agent_chat(self, id: str, body: Union[GatewayRequest, dict[str, Any]]) -> Any:
         """POST /api/v1/agents/{id}/chat: The guarded agent gateway: 403 `prompt_blocked` with the guard result, else 200; 404 for an agent that is not the tenant's."""
         return self._request("POST", f"/api/v1/agents/{_q(id)}/chat", body=body, adapter=None)  # type: ignore[no-any-return]
 
-    def guard_agent_completions(self, id: str, body: Union[GatewayRequest, dict[str, Any]]) -> None:
+    def guard_agent_completions(self, id: str, body: Union[GatewayRequest, dict[str, Any]]) -> Any:
         """POST /api/v1/agents/{id}/completions: The guarded agent gateway: 403 `prompt_blocked` with the guard result, else 200; 404 for an agent that is not the tenant's."""
         return self._request("POST", f"/api/v1/agents/{_q(id)}/completions", body=body, adapter=None)  # type: ignore[no-any-return]
 
@@ -358,7 +358,7 @@ class StewardClient(BaseClient):
         """DELETE /api/v1/guard/detector/cancel: Cancel the queued or running guard training task."""
         return self._request("DELETE", "/api/v1/guard/detector/cancel", adapter=_GUARD_CANCEL.get())  # type: ignore[no-any-return]
 
-    def guard_chat(self, body: Union[GatewayRequest, dict[str, Any]]) -> None:
+    def guard_chat(self, body: Union[GatewayRequest, dict[str, Any]]) -> Any:
         """POST /api/v1/chat: The guarded gateway: 403 `prompt_blocked` with the guard result, else 200."""
         return self._request("POST", "/api/v1/chat", body=body, adapter=None)  # type: ignore[no-any-return]
 
@@ -374,11 +374,11 @@ class StewardClient(BaseClient):
         """GET /api/v1/guard/detector/versions: Trained model versions of the tenant (none until training exists; the built-in model is not a tenant version)."""
         return self._request("GET", "/api/v1/guard/detector/versions", query={"skip": skip, "offset": offset, "limit": limit}, adapter=_GUARD_DETECTOR_VERSIONS.get())  # type: ignore[no-any-return]
 
-    def guard_feedback(self, body: Union[GuardFeedback, dict[str, Any]]) -> None:
+    def guard_feedback(self, body: Union[GuardFeedback, dict[str, Any]]) -> Any:
         """POST /api/v1/guard/detector/feedback: Label a prompt (0 benign / false positive, 1 attack)."""
         return self._request("POST", "/api/v1/guard/detector/feedback", body=body, adapter=None)  # type: ignore[no-any-return]
 
-    def guard_health(self) -> None:
+    def guard_health(self) -> Any:
         """GET /api/v1/guard/health: Guard configuration and detectors (no credentials)."""
         return self._request("GET", "/api/v1/guard/health", adapter=None)  # type: ignore[no-any-return]
 
@@ -386,7 +386,7 @@ class StewardClient(BaseClient):
         """POST /api/v1/guard/detector/rollback/{version}: Make a stored guard model version the active one."""
         return self._request("POST", f"/api/v1/guard/detector/rollback/{_q(version)}", adapter=_GUARD_ROLLBACK.get())  # type: ignore[no-any-return]
 
-    def guard_stats(self) -> None:
+    def guard_stats(self) -> Any:
         """GET /api/v1/guard/stats: The tenant's guard counters since start-up."""
         return self._request("GET", "/api/v1/guard/stats", adapter=None)  # type: ignore[no-any-return]
 
@@ -662,7 +662,7 @@ class AsyncStewardClient(BaseAsyncClient):
         """DELETE /api/v1/api-keys/{id}: Revoke an API key."""
         return await self._request("DELETE", f"/api/v1/api-keys/{_q(id)}", adapter=None)  # type: ignore[no-any-return]
 
-    async def audit_export(self, *, format: Optional[Literal["jsonl", "json", "csv"]] = None, limit: Optional[int] = None, agent_id: Optional[str] = None, action: Optional[str] = None, resource: Optional[str] = None) -> None:
+    async def audit_export(self, *, format: Optional[Literal["jsonl", "json", "csv"]] = None, limit: Optional[int] = None, agent_id: Optional[str] = None, action: Optional[str] = None, resource: Optional[str] = None) -> Any:
         """GET /api/v1/audit/export: Export the audit log (`format` = jsonl, json or csv; at most 10,000 records)."""
         return await self._request("GET", "/api/v1/audit/export", query={"format": format, "limit": limit, "agent_id": agent_id, "action": action, "resource": resource}, adapter=None)  # type: ignore[no-any-return]
 
@@ -674,7 +674,7 @@ class AsyncStewardClient(BaseAsyncClient):
         """GET /api/v1/audit/export/csv: Export entries as CSV (same filters as `/audit/export`)."""
         return await self._request("GET", "/api/v1/audit/export/csv", query={"agent_id": agent_id, "action": action, "start_date": start_date, "end_date": end_date}, adapter=None)  # type: ignore[no-any-return]
 
-    async def audit_export_download(self, id: str) -> None:
+    async def audit_export_download(self, id: str) -> Any:
         """GET /api/v1/audit/export/download/{id}: Download a finished asynchronous export."""
         return await self._request("GET", f"/api/v1/audit/export/download/{_q(id)}", adapter=None)  # type: ignore[no-any-return]
 
@@ -770,15 +770,15 @@ class AsyncStewardClient(BaseAsyncClient):
         """GET /api/v1/ws: The handshake: the JWT of `?token=` is checked before the upgrade (401 / 403)."""
         return await self._request("GET", "/api/v1/ws", query={"token": token}, adapter=None)  # type: ignore[no-any-return]
 
-    async def guard_agent_action(self, id: str, body: Union[GatewayRequest, dict[str, Any]]) -> None:
+    async def guard_agent_action(self, id: str, body: Union[GatewayRequest, dict[str, Any]]) -> Any:
         """POST /api/v1/agents/{id}/action: The guarded agent gateway: 403 `prompt_blocked` with the guard result, else 200; 404 for an agent that is not the tenant's."""
         return await self._request("POST", f"/api/v1/agents/{_q(id)}/action", body=body, adapter=None)  # type: ignore[no-any-return]
 
-    async def guard_agent_chat(self, id: str, body: Union[GatewayRequest, dict[str, Any]]) -> None:
+    async def guard_agent_chat(self, id: str, body: Union[GatewayRequest, dict[str, Any]]) -> Any:
         """POST /api/v1/agents/{id}/chat: The guarded agent gateway: 403 `prompt_blocked` with the guard result, else 200; 404 for an agent that is not the tenant's."""
         return await self._request("POST", f"/api/v1/agents/{_q(id)}/chat", body=body, adapter=None)  # type: ignore[no-any-return]
 
-    async def guard_agent_completions(self, id: str, body: Union[GatewayRequest, dict[str, Any]]) -> None:
+    async def guard_agent_completions(self, id: str, body: Union[GatewayRequest, dict[str, Any]]) -> Any:
         """POST /api/v1/agents/{id}/completions: The guarded agent gateway: 403 `prompt_blocked` with the guard result, else 200; 404 for an agent that is not the tenant's."""
         return await self._request("POST", f"/api/v1/agents/{_q(id)}/completions", body=body, adapter=None)  # type: ignore[no-any-return]
 
@@ -786,7 +786,7 @@ class AsyncStewardClient(BaseAsyncClient):
         """DELETE /api/v1/guard/detector/cancel: Cancel the queued or running guard training task."""
         return await self._request("DELETE", "/api/v1/guard/detector/cancel", adapter=_GUARD_CANCEL.get())  # type: ignore[no-any-return]
 
-    async def guard_chat(self, body: Union[GatewayRequest, dict[str, Any]]) -> None:
+    async def guard_chat(self, body: Union[GatewayRequest, dict[str, Any]]) -> Any:
         """POST /api/v1/chat: The guarded gateway: 403 `prompt_blocked` with the guard result, else 200."""
         return await self._request("POST", "/api/v1/chat", body=body, adapter=None)  # type: ignore[no-any-return]
 
@@ -802,11 +802,11 @@ class AsyncStewardClient(BaseAsyncClient):
         """GET /api/v1/guard/detector/versions: Trained model versions of the tenant (none until training exists; the built-in model is not a tenant version)."""
         return await self._request("GET", "/api/v1/guard/detector/versions", query={"skip": skip, "offset": offset, "limit": limit}, adapter=_GUARD_DETECTOR_VERSIONS.get())  # type: ignore[no-any-return]
 
-    async def guard_feedback(self, body: Union[GuardFeedback, dict[str, Any]]) -> None:
+    async def guard_feedback(self, body: Union[GuardFeedback, dict[str, Any]]) -> Any:
         """POST /api/v1/guard/detector/feedback: Label a prompt (0 benign / false positive, 1 attack)."""
         return await self._request("POST", "/api/v1/guard/detector/feedback", body=body, adapter=None)  # type: ignore[no-any-return]
 
-    async def guard_health(self) -> None:
+    async def guard_health(self) -> Any:
         """GET /api/v1/guard/health: Guard configuration and detectors (no credentials)."""
         return await self._request("GET", "/api/v1/guard/health", adapter=None)  # type: ignore[no-any-return]
 
@@ -814,7 +814,7 @@ class AsyncStewardClient(BaseAsyncClient):
         """POST /api/v1/guard/detector/rollback/{version}: Make a stored guard model version the active one."""
         return await self._request("POST", f"/api/v1/guard/detector/rollback/{_q(version)}", adapter=_GUARD_ROLLBACK.get())  # type: ignore[no-any-return]
 
-    async def guard_stats(self) -> None:
+    async def guard_stats(self) -> Any:
         """GET /api/v1/guard/stats: The tenant's guard counters since start-up."""
         return await self._request("GET", "/api/v1/guard/stats", adapter=None)  # type: ignore[no-any-return]
 

@@ -1130,7 +1130,7 @@ export interface Operations {
       resource?: string;
     };
     body: never;
-    response: void;
+    response: unknown;
   };
   audit_export_async: {
     method: "POST";
@@ -1163,7 +1163,7 @@ export interface Operations {
     pathParams: { id: string };
     query: Record<string, never>;
     body: never;
-    response: void;
+    response: unknown;
   };
   audit_export_json: {
     method: "GET";
@@ -1381,7 +1381,7 @@ export interface Operations {
     pathParams: { id: string };
     query: Record<string, never>;
     body: GatewayRequest;
-    response: void;
+    response: unknown;
   };
   guard_agent_chat: {
     method: "POST";
@@ -1389,7 +1389,7 @@ export interface Operations {
     pathParams: { id: string };
     query: Record<string, never>;
     body: GatewayRequest;
-    response: void;
+    response: unknown;
   };
   guard_agent_completions: {
     method: "POST";
@@ -1397,7 +1397,7 @@ export interface Operations {
     pathParams: { id: string };
     query: Record<string, never>;
     body: GatewayRequest;
-    response: void;
+    response: unknown;
   };
   guard_cancel: {
     method: "DELETE";
@@ -1413,7 +1413,7 @@ export interface Operations {
     pathParams: Record<string, never>;
     query: Record<string, never>;
     body: GatewayRequest;
-    response: void;
+    response: unknown;
   };
   guard_detector_metrics: {
     method: "GET";
@@ -1449,7 +1449,7 @@ export interface Operations {
     pathParams: Record<string, never>;
     query: Record<string, never>;
     body: GuardFeedback;
-    response: void;
+    response: unknown;
   };
   guard_health: {
     method: "GET";
@@ -1457,7 +1457,7 @@ export interface Operations {
     pathParams: Record<string, never>;
     query: Record<string, never>;
     body: never;
-    response: void;
+    response: unknown;
   };
   guard_rollback: {
     method: "POST";
@@ -1473,7 +1473,7 @@ export interface Operations {
     pathParams: Record<string, never>;
     query: Record<string, never>;
     body: never;
-    response: void;
+    response: unknown;
   };
   guard_train: {
     method: "POST";

@@ -452,8 +452,9 @@ def main() -> int:
                     list(difflib.unified_diff(old.splitlines(True), text.splitlines(True), str(path), "generated"))[:200]
                 )
         if bad:
-            print(f"generate.py --check: {bad} file(s) differ from the OpenAPI document; run "
-                  "`python3 sdks/python/scripts/generate.py --url URL --snapshot` and commit", file=sys.stderr)
+            print(f"generate.py --check: {bad} file(s) differ from the server's OpenAPI document: the API "
+                  "changed; regenerate both SDKs with `sdks/generate.sh SERVER_URL` and commit the result",
+                  file=sys.stderr)
             return 1
         print(f"generate.py --check: {len(files)} files up to date")
         return 0

@@ -248,7 +248,7 @@ async function main() {
     const bad = Object.entries(files).filter(([f, text]) => !existsSync(f) || readFileSync(f, 'utf8') !== text).map(([f]) => f);
     if (bad.length) {
       for (const f of bad) console.error(`generate.mjs --check: ${f} differs from what /openapi.json generates`);
-      console.error('run `node sdks/typescript/scripts/generate.mjs` (after updating sdks/openapi.json) and commit');
+      console.error('the API changed: regenerate both SDKs with `sdks/generate.sh SERVER_URL` and commit the result');
       process.exit(1);
     }
     console.log(`generate.mjs --check: ${Object.keys(files).length} files up to date (${ops.length} operations)`);

@@ -5,6 +5,7 @@
 #     the Python models/client and the TypeScript types/client equal what their generators make
 #     of it;
 #  2. the Python SDK's tests (pytest): governance layer, LangChain, LangGraph, OpenAI Agents SDK;
+#     and its type check (mypy --strict);
 #  3. the TypeScript SDK: type check (tsc) and tests (node --test), Vercel AI SDK wrapper;
 #  4. the example agent (GDPR-restricted export, refused, approved, succeeds);
 #  5. short runs of both SDKs' overhead benchmarks (print the figures; fail above the 2 ms budget).
@@ -96,6 +97,11 @@ py_tests() {
       "$VENV/bin/python" -m pytest -q -p no:cacheprovider tests ) || { on_failure_log; return 1; }
 }
 step "Python SDK tests (pytest)" py_tests
+
+py_types() {
+  ( cd "$PY_SDK" && "$VENV/bin/python" -m mypy --strict --cache-dir "$CACHE/mypy-sdk" steward_sdk )
+}
+step "Python SDK type check (mypy --strict)" py_types
 
 ts_tests() {
   ( cd "$TS_SDK" && npx --no-install tsc -p tsconfig.json && node --test test/*.test.mjs ) || { on_failure_log; return 1; }

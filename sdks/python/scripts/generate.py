@@ -356,12 +356,14 @@ def gen_client(spec: dict, models: ModelGen) -> str:
         call_args.append(f"adapter={adapter_expr}")
         doc = f'        """{method.upper()} {path}' + (f": {summary}" if summary else "") + '"""'
         sig = ", ".join(args)
-        sync_methods.append(
-            f"    def {name}({sig}) -> {rt}:\n{doc}\n        return self._request({', '.join(call_args)})  # type: ignore[no-any-return]\n"
-        )
-        async_methods.append(
-            f"    async def {name}({sig}) -> {rt}:\n{doc}\n        return await self._request({', '.join(call_args)})  # type: ignore[no-any-return]\n"
-        )
+        call = f"self._request({', '.join(call_args)})"
+        if rt == "None":
+            sync_body, async_body = call, f"await {call}"
+        else:
+            tail = "" if rt == "Any" else "  # type: ignore[no-any-return]"
+            sync_body, async_body = f"return {call}{tail}", f"return await {call}{tail}"
+        sync_methods.append(f"    def {name}({sig}) -> {rt}:\n{doc}\n        {sync_body}\n")
+        async_methods.append(f"    async def {name}({sig}) -> {rt}:\n{doc}\n        {async_body}\n")
     out = [HEADER, '"""Typed clients of the Steward API: one method per operation of /openapi.json."""', ""]
     out.append("from __future__ import annotations")
     out.append("")

@@ -128,7 +128,7 @@ class StewardClient(BaseClient):
 
     def agents_delete(self, id: str) -> None:
         """DELETE /api/v1/agents/{id}: Delete an agent."""
-        return self._request("DELETE", f"/api/v1/agents/{_q(id)}", adapter=None)  # type: ignore[no-any-return]
+        self._request("DELETE", f"/api/v1/agents/{_q(id)}", adapter=None)
 
     def agents_details(self, id: str) -> AgentDetails:
         """GET /api/v1/agents/{id}/details: An agent with its embedding summary, recent audit entries and risk figures."""
@@ -232,11 +232,11 @@ class StewardClient(BaseClient):
 
     def api_keys_revoke_key(self, id: str) -> None:
         """DELETE /api/v1/api-keys/{id}: Revoke an API key."""
-        return self._request("DELETE", f"/api/v1/api-keys/{_q(id)}", adapter=None)  # type: ignore[no-any-return]
+        self._request("DELETE", f"/api/v1/api-keys/{_q(id)}", adapter=None)
 
     def audit_export(self, *, format: Optional[Literal["jsonl", "json", "csv"]] = None, limit: Optional[int] = None, agent_id: Optional[str] = None, action: Optional[str] = None, resource: Optional[str] = None) -> Any:
         """GET /api/v1/audit/export: Export the audit log (`format` = jsonl, json or csv; at most 10,000 records)."""
-        return self._request("GET", "/api/v1/audit/export", query={"format": format, "limit": limit, "agent_id": agent_id, "action": action, "resource": resource}, adapter=None)  # type: ignore[no-any-return]
+        return self._request("GET", "/api/v1/audit/export", query={"format": format, "limit": limit, "agent_id": agent_id, "action": action, "resource": resource}, adapter=None)
 
     def audit_export_async(self, body: Optional[Union[ExportRequest, dict[str, Any]]] = None, *, agent_id: Optional[str] = None, action: Optional[str] = None, resource: Optional[str] = None) -> ExportJob:
         """POST /api/v1/audit/export/async: Start an asynchronous export job."""
@@ -244,15 +244,15 @@ class StewardClient(BaseClient):
 
     def audit_export_csv(self, *, agent_id: Optional[str] = None, action: Optional[str] = None, start_date: Optional[str] = None, end_date: Optional[str] = None) -> Any:
         """GET /api/v1/audit/export/csv: Export entries as CSV (same filters as `/audit/export`)."""
-        return self._request("GET", "/api/v1/audit/export/csv", query={"agent_id": agent_id, "action": action, "start_date": start_date, "end_date": end_date}, adapter=None)  # type: ignore[no-any-return]
+        return self._request("GET", "/api/v1/audit/export/csv", query={"agent_id": agent_id, "action": action, "start_date": start_date, "end_date": end_date}, adapter=None)
 
     def audit_export_download(self, id: str) -> Any:
         """GET /api/v1/audit/export/download/{id}: Download a finished asynchronous export."""
-        return self._request("GET", f"/api/v1/audit/export/download/{_q(id)}", adapter=None)  # type: ignore[no-any-return]
+        return self._request("GET", f"/api/v1/audit/export/download/{_q(id)}", adapter=None)
 
     def audit_export_json(self, *, agent_id: Optional[str] = None, action: Optional[str] = None, start_date: Optional[str] = None, end_date: Optional[str] = None) -> Any:
         """GET /api/v1/audit/export/json: Export entries as a JSON array (same filters as `/audit/export`)."""
-        return self._request("GET", "/api/v1/audit/export/json", query={"agent_id": agent_id, "action": action, "start_date": start_date, "end_date": end_date}, adapter=_AUDIT_EXPORT_JSON.get())  # type: ignore[no-any-return]
+        return self._request("GET", "/api/v1/audit/export/json", query={"agent_id": agent_id, "action": action, "start_date": start_date, "end_date": end_date}, adapter=_AUDIT_EXPORT_JSON.get())
 
     def audit_export_status(self, id: str) -> ExportJob:
         """GET /api/v1/audit/export/status/{id}: The state and progress of an asynchronous export."""
@@ -280,7 +280,7 @@ class StewardClient(BaseClient):
 
     def auth_logout(self) -> None:
         """POST /api/v1/auth/logout: End the session of this access token."""
-        return self._request("POST", "/api/v1/auth/logout", adapter=None)  # type: ignore[no-any-return]
+        self._request("POST", "/api/v1/auth/logout", adapter=None)
 
     def auth_me(self) -> UserView:
         """GET /api/v1/auth/me: The current user."""
@@ -288,7 +288,7 @@ class StewardClient(BaseClient):
 
     def auth_sso_callback(self, *, code: Optional[str] = None, state: Optional[str] = None, error: Optional[str] = None) -> None:
         """GET /api/v1/auth/sso/callback: The provider's redirect back: ends in a redirect to the frontend with `sso_code`, or to `/login?sso_error=REASON`."""
-        return self._request("GET", "/api/v1/auth/sso/callback", query={"code": code, "state": state, "error": error}, adapter=None)  # type: ignore[no-any-return]
+        self._request("GET", "/api/v1/auth/sso/callback", query={"code": code, "state": state, "error": error}, adapter=None)
 
     def auth_sso_exchange(self, body: Union[SsoExchange, dict[str, Any]]) -> LoginResponse:
         """POST /api/v1/auth/sso/exchange: Exchange the one-time `sso_code` for a session (`LoginResponse`)."""
@@ -296,7 +296,7 @@ class StewardClient(BaseClient):
 
     def auth_sso_login(self, *, provider: str, redirect: Optional[str] = None) -> None:
         """GET /api/v1/auth/sso/login: Start single sign-on: redirects the browser to the provider (PKCE S256, state, nonce)."""
-        return self._request("GET", "/api/v1/auth/sso/login", query={"provider": provider, "redirect": redirect}, adapter=None)  # type: ignore[no-any-return]
+        self._request("GET", "/api/v1/auth/sso/login", query={"provider": provider, "redirect": redirect}, adapter=None)
 
     def auth_sso_providers(self) -> SsoProviders:
         """GET /api/v1/auth/sso/providers: The enabled single sign-on providers (no credentials needed)."""
@@ -340,19 +340,19 @@ class StewardClient(BaseClient):
 
     def events_connect(self, *, token: str) -> None:
         """GET /api/v1/ws: The handshake: the JWT of `?token=` is checked before the upgrade (401 / 403)."""
-        return self._request("GET", "/api/v1/ws", query={"token": token}, adapter=None)  # type: ignore[no-any-return]
+        self._request("GET", "/api/v1/ws", query={"token": token}, adapter=None)
 
     def guard_agent_action(self, id: str, body: Union[GatewayRequest, dict[str, Any]]) -> Any:
         """POST /api/v1/agents/{id}/action: The guarded agent gateway: 403 `prompt_blocked` with the guard result, else 200; 404 for an agent that is not the tenant's."""
-        return self._request("POST", f"/api/v1/agents/{_q(id)}/action", body=body, adapter=None)  # type: ignore[no-any-return]
+        return self._request("POST", f"/api/v1/agents/{_q(id)}/action", body=body, adapter=None)
 
     def guard_agent_chat(self, id: str, body: Union[GatewayRequest, dict[str, Any]]) -> Any:
         """POST /api/v1/agents/{id}/chat: The guarded agent gateway: 403 `prompt_blocked` with the guard result, else 200; 404 for an agent that is not the tenant's."""
-        return self._request("POST", f"/api/v1/agents/{_q(id)}/chat", body=body, adapter=None)  # type: ignore[no-any-return]
+        return self._request("POST", f"/api/v1/agents/{_q(id)}/chat", body=body, adapter=None)
 
     def guard_agent_completions(self, id: str, body: Union[GatewayRequest, dict[str, Any]]) -> Any:
         """POST /api/v1/agents/{id}/completions: The guarded agent gateway: 403 `prompt_blocked` with the guard result, else 200; 404 for an agent that is not the tenant's."""
-        return self._request("POST", f"/api/v1/agents/{_q(id)}/completions", body=body, adapter=None)  # type: ignore[no-any-return]
+        return self._request("POST", f"/api/v1/agents/{_q(id)}/completions", body=body, adapter=None)
 
     def guard_cancel(self) -> Task:
         """DELETE /api/v1/guard/detector/cancel: Cancel the queued or running guard training task."""
@@ -360,7 +360,7 @@ class StewardClient(BaseClient):
 
     def guard_chat(self, body: Union[GatewayRequest, dict[str, Any]]) -> Any:
         """POST /api/v1/chat: The guarded gateway: 403 `prompt_blocked` with the guard result, else 200."""
-        return self._request("POST", "/api/v1/chat", body=body, adapter=None)  # type: ignore[no-any-return]
+        return self._request("POST", "/api/v1/chat", body=body, adapter=None)
 
     def guard_detector_metrics(self) -> DetectorMetrics:
         """GET /api/v1/guard/detector/metrics: Precision, recall and F1 of the serving model on the tenant's feedback."""
@@ -376,11 +376,11 @@ class StewardClient(BaseClient):
 
     def guard_feedback(self, body: Union[GuardFeedback, dict[str, Any]]) -> Any:
         """POST /api/v1/guard/detector/feedback: Label a prompt (0 benign / false positive, 1 attack)."""
-        return self._request("POST", "/api/v1/guard/detector/feedback", body=body, adapter=None)  # type: ignore[no-any-return]
+        return self._request("POST", "/api/v1/guard/detector/feedback", body=body, adapter=None)
 
     def guard_health(self) -> Any:
         """GET /api/v1/guard/health: Guard configuration and detectors (no credentials)."""
-        return self._request("GET", "/api/v1/guard/health", adapter=None)  # type: ignore[no-any-return]
+        return self._request("GET", "/api/v1/guard/health", adapter=None)
 
     def guard_rollback(self, version: str) -> DetectorStatus:
         """POST /api/v1/guard/detector/rollback/{version}: Make a stored guard model version the active one."""
@@ -388,7 +388,7 @@ class StewardClient(BaseClient):
 
     def guard_stats(self) -> Any:
         """GET /api/v1/guard/stats: The tenant's guard counters since start-up."""
-        return self._request("GET", "/api/v1/guard/stats", adapter=None)  # type: ignore[no-any-return]
+        return self._request("GET", "/api/v1/guard/stats", adapter=None)
 
     def guard_train(self, *, days: Optional[int] = None) -> Task:
         """POST /api/v1/guard/detector/train: Start a guard training task on the tenant's feedback and `guard.*` audit entries of the last `days` days (202)."""
@@ -404,7 +404,7 @@ class StewardClient(BaseClient):
 
     def health_docs_redirect(self) -> None:
         """GET /docs: `/docs` → `/docs/` (the interactive documentation)."""
-        return self._request("GET", "/docs", adapter=None)  # type: ignore[no-any-return]
+        self._request("GET", "/docs", adapter=None)
 
     def health_health(self) -> Health:
         """GET /api/v1/health: Liveness: the process serves requests."""
@@ -416,7 +416,7 @@ class StewardClient(BaseClient):
 
     def health_metrics(self) -> Any:
         """GET /metrics: Prometheus text exposition."""
-        return self._request("GET", "/metrics", adapter=None)  # type: ignore[no-any-return]
+        return self._request("GET", "/metrics", adapter=None)
 
     def health_ready(self) -> Readiness:
         """GET /api/v1/health/ready: Readiness: 200 when the database, cache and policy engine answer, else 503 naming the failure."""
@@ -468,7 +468,7 @@ class StewardClient(BaseClient):
 
     def policies_delete(self, id: str) -> None:
         """DELETE /api/v1/policies/{id}: Delete a policy."""
-        return self._request("DELETE", f"/api/v1/policies/{_q(id)}", adapter=None)  # type: ignore[no-any-return]
+        self._request("DELETE", f"/api/v1/policies/{_q(id)}", adapter=None)
 
     def policies_get(self, id: str) -> PolicyView:
         """GET /api/v1/policies/{id}: One policy with its Rego source."""
@@ -508,7 +508,7 @@ class StewardClient(BaseClient):
 
     def users_change_password(self, body: Union[ChangePassword, dict[str, Any]]) -> None:
         """POST /api/v1/users/me/change-password: Change the current user's password (409 for single sign-on users)."""
-        return self._request("POST", "/api/v1/users/me/change-password", body=body, adapter=None)  # type: ignore[no-any-return]
+        self._request("POST", "/api/v1/users/me/change-password", body=body, adapter=None)
 
     def users_create_user(self, body: Union[CreateUser, dict[str, Any]]) -> UserView:
         """POST /api/v1/users: Create a user."""
@@ -516,7 +516,7 @@ class StewardClient(BaseClient):
 
     def users_delete_user(self, id: str) -> None:
         """DELETE /api/v1/users/{id}: Delete a user (its keys and sessions end)."""
-        return self._request("DELETE", f"/api/v1/users/{_q(id)}", adapter=None)  # type: ignore[no-any-return]
+        self._request("DELETE", f"/api/v1/users/{_q(id)}", adapter=None)
 
     def users_get_user(self, id: str) -> UserView:
         """GET /api/v1/users/{id}: One user."""
@@ -528,7 +528,7 @@ class StewardClient(BaseClient):
 
     def users_reset_password(self, id: str, body: Union[ResetPassword, dict[str, Any]]) -> None:
         """POST /api/v1/users/{id}/reset-password: Set a user's password (409 for single sign-on users)."""
-        return self._request("POST", f"/api/v1/users/{_q(id)}/reset-password", body=body, adapter=None)  # type: ignore[no-any-return]
+        self._request("POST", f"/api/v1/users/{_q(id)}/reset-password", body=body, adapter=None)
 
     def users_set_role(self, id: str, body: Union[SetRole, dict[str, Any]]) -> UserView:
         """PUT /api/v1/users/{id}/role: Change a user's role."""
@@ -556,7 +556,7 @@ class AsyncStewardClient(BaseAsyncClient):
 
     async def agents_delete(self, id: str) -> None:
         """DELETE /api/v1/agents/{id}: Delete an agent."""
-        return await self._request("DELETE", f"/api/v1/agents/{_q(id)}", adapter=None)  # type: ignore[no-any-return]
+        await self._request("DELETE", f"/api/v1/agents/{_q(id)}", adapter=None)
 
     async def agents_details(self, id: str) -> AgentDetails:
         """GET /api/v1/agents/{id}/details: An agent with its embedding summary, recent audit entries and risk figures."""
@@ -660,11 +660,11 @@ class AsyncStewardClient(BaseAsyncClient):
 
     async def api_keys_revoke_key(self, id: str) -> None:
         """DELETE /api/v1/api-keys/{id}: Revoke an API key."""
-        return await self._request("DELETE", f"/api/v1/api-keys/{_q(id)}", adapter=None)  # type: ignore[no-any-return]
+        await self._request("DELETE", f"/api/v1/api-keys/{_q(id)}", adapter=None)
 
     async def audit_export(self, *, format: Optional[Literal["jsonl", "json", "csv"]] = None, limit: Optional[int] = None, agent_id: Optional[str] = None, action: Optional[str] = None, resource: Optional[str] = None) -> Any:
         """GET /api/v1/audit/export: Export the audit log (`format` = jsonl, json or csv; at most 10,000 records)."""
-        return await self._request("GET", "/api/v1/audit/export", query={"format": format, "limit": limit, "agent_id": agent_id, "action": action, "resource": resource}, adapter=None)  # type: ignore[no-any-return]
+        return await self._request("GET", "/api/v1/audit/export", query={"format": format, "limit": limit, "agent_id": agent_id, "action": action, "resource": resource}, adapter=None)
 
     async def audit_export_async(self, body: Optional[Union[ExportRequest, dict[str, Any]]] = None, *, agent_id: Optional[str] = None, action: Optional[str] = None, resource: Optional[str] = None) -> ExportJob:
         """POST /api/v1/audit/export/async: Start an asynchronous export job."""
@@ -672,15 +672,15 @@ class AsyncStewardClient(BaseAsyncClient):
 
     async def audit_export_csv(self, *, agent_id: Optional[str] = None, action: Optional[str] = None, start_date: Optional[str] = None, end_date: Optional[str] = None) -> Any:
         """GET /api/v1/audit/export/csv: Export entries as CSV (same filters as `/audit/export`)."""
-        return await self._request("GET", "/api/v1/audit/export/csv", query={"agent_id": agent_id, "action": action, "start_date": start_date, "end_date": end_date}, adapter=None)  # type: ignore[no-any-return]
+        return await self._request("GET", "/api/v1/audit/export/csv", query={"agent_id": agent_id, "action": action, "start_date": start_date, "end_date": end_date}, adapter=None)
 
     async def audit_export_download(self, id: str) -> Any:
         """GET /api/v1/audit/export/download/{id}: Download a finished asynchronous export."""
-        return await self._request("GET", f"/api/v1/audit/export/download/{_q(id)}", adapter=None)  # type: ignore[no-any-return]
+        return await self._request("GET", f"/api/v1/audit/export/download/{_q(id)}", adapter=None)
 
     async def audit_export_json(self, *, agent_id: Optional[str] = None, action: Optional[str] = None, start_date: Optional[str] = None, end_date: Optional[str] = None) -> Any:
         """GET /api/v1/audit/export/json: Export entries as a JSON array (same filters as `/audit/export`)."""
-        return await self._request("GET", "/api/v1/audit/export/json", query={"agent_id": agent_id, "action": action, "start_date": start_date, "end_date": end_date}, adapter=_AUDIT_EXPORT_JSON.get())  # type: ignore[no-any-return]
+        return await self._request("GET", "/api/v1/audit/export/json", query={"agent_id": agent_id, "action": action, "start_date": start_date, "end_date": end_date}, adapter=_AUDIT_EXPORT_JSON.get())
 
     async def audit_export_status(self, id: str) -> ExportJob:
         """GET /api/v1/audit/export/status/{id}: The state and progress of an asynchronous export."""
@@ -708,7 +708,7 @@ class AsyncStewardClient(BaseAsyncClient):
 
     async def auth_logout(self) -> None:
         """POST /api/v1/auth/logout: End the session of this access token."""
-        return await self._request("POST", "/api/v1/auth/logout", adapter=None)  # type: ignore[no-any-return]
+        await self._request("POST", "/api/v1/auth/logout", adapter=None)
 
     async def auth_me(self) -> UserView:
         """GET /api/v1/auth/me: The current user."""
@@ -716,7 +716,7 @@ class AsyncStewardClient(BaseAsyncClient):
 
     async def auth_sso_callback(self, *, code: Optional[str] = None, state: Optional[str] = None, error: Optional[str] = None) -> None:
         """GET /api/v1/auth/sso/callback: The provider's redirect back: ends in a redirect to the frontend with `sso_code`, or to `/login?sso_error=REASON`."""
-        return await self._request("GET", "/api/v1/auth/sso/callback", query={"code": code, "state": state, "error": error}, adapter=None)  # type: ignore[no-any-return]
+        await self._request("GET", "/api/v1/auth/sso/callback", query={"code": code, "state": state, "error": error}, adapter=None)
 
     async def auth_sso_exchange(self, body: Union[SsoExchange, dict[str, Any]]) -> LoginResponse:
         """POST /api/v1/auth/sso/exchange: Exchange the one-time `sso_code` for a session (`LoginResponse`)."""
@@ -724,7 +724,7 @@ class AsyncStewardClient(BaseAsyncClient):
 
     async def auth_sso_login(self, *, provider: str, redirect: Optional[str] = None) -> None:
         """GET /api/v1/auth/sso/login: Start single sign-on: redirects the browser to the provider (PKCE S256, state, nonce)."""
-        return await self._request("GET", "/api/v1/auth/sso/login", query={"provider": provider, "redirect": redirect}, adapter=None)  # type: ignore[no-any-return]
+        await self._request("GET", "/api/v1/auth/sso/login", query={"provider": provider, "redirect": redirect}, adapter=None)
 
     async def auth_sso_providers(self) -> SsoProviders:
         """GET /api/v1/auth/sso/providers: The enabled single sign-on providers (no credentials needed)."""
@@ -768,19 +768,19 @@ class AsyncStewardClient(BaseAsyncClient):
 
     async def events_connect(self, *, token: str) -> None:
         """GET /api/v1/ws: The handshake: the JWT of `?token=` is checked before the upgrade (401 / 403)."""
-        return await self._request("GET", "/api/v1/ws", query={"token": token}, adapter=None)  # type: ignore[no-any-return]
+        await self._request("GET", "/api/v1/ws", query={"token": token}, adapter=None)
 
     async def guard_agent_action(self, id: str, body: Union[GatewayRequest, dict[str, Any]]) -> Any:
         """POST /api/v1/agents/{id}/action: The guarded agent gateway: 403 `prompt_blocked` with the guard result, else 200; 404 for an agent that is not the tenant's."""
-        return await self._request("POST", f"/api/v1/agents/{_q(id)}/action", body=body, adapter=None)  # type: ignore[no-any-return]
+        return await self._request("POST", f"/api/v1/agents/{_q(id)}/action", body=body, adapter=None)
 
     async def guard_agent_chat(self, id: str, body: Union[GatewayRequest, dict[str, Any]]) -> Any:
         """POST /api/v1/agents/{id}/chat: The guarded agent gateway: 403 `prompt_blocked` with the guard result, else 200; 404 for an agent that is not the tenant's."""
-        return await self._request("POST", f"/api/v1/agents/{_q(id)}/chat", body=body, adapter=None)  # type: ignore[no-any-return]
+        return await self._request("POST", f"/api/v1/agents/{_q(id)}/chat", body=body, adapter=None)
 
     async def guard_agent_completions(self, id: str, body: Union[GatewayRequest, dict[str, Any]]) -> Any:
         """POST /api/v1/agents/{id}/completions: The guarded agent gateway: 403 `prompt_blocked` with the guard result, else 200; 404 for an agent that is not the tenant's."""
-        return await self._request("POST", f"/api/v1/agents/{_q(id)}/completions", body=body, adapter=None)  # type: ignore[no-any-return]
+        return await self._request("POST", f"/api/v1/agents/{_q(id)}/completions", body=body, adapter=None)
 
     async def guard_cancel(self) -> Task:
         """DELETE /api/v1/guard/detector/cancel: Cancel the queued or running guard training task."""
@@ -788,7 +788,7 @@ class AsyncStewardClient(BaseAsyncClient):
 
     async def guard_chat(self, body: Union[GatewayRequest, dict[str, Any]]) -> Any:
         """POST /api/v1/chat: The guarded gateway: 403 `prompt_blocked` with the guard result, else 200."""
-        return await self._request("POST", "/api/v1/chat", body=body, adapter=None)  # type: ignore[no-any-return]
+        return await self._request("POST", "/api/v1/chat", body=body, adapter=None)
 
     async def guard_detector_metrics(self) -> DetectorMetrics:
         """GET /api/v1/guard/detector/metrics: Precision, recall and F1 of the serving model on the tenant's feedback."""
@@ -804,11 +804,11 @@ class AsyncStewardClient(BaseAsyncClient):
 
     async def guard_feedback(self, body: Union[GuardFeedback, dict[str, Any]]) -> Any:
         """POST /api/v1/guard/detector/feedback: Label a prompt (0 benign / false positive, 1 attack)."""
-        return await self._request("POST", "/api/v1/guard/detector/feedback", body=body, adapter=None)  # type: ignore[no-any-return]
+        return await self._request("POST", "/api/v1/guard/detector/feedback", body=body, adapter=None)
 
     async def guard_health(self) -> Any:
         """GET /api/v1/guard/health: Guard configuration and detectors (no credentials)."""
-        return await self._request("GET", "/api/v1/guard/health", adapter=None)  # type: ignore[no-any-return]
+        return await self._request("GET", "/api/v1/guard/health", adapter=None)
 
     async def guard_rollback(self, version: str) -> DetectorStatus:
         """POST /api/v1/guard/detector/rollback/{version}: Make a stored guard model version the active one."""
@@ -816,7 +816,7 @@ class AsyncStewardClient(BaseAsyncClient):
 
     async def guard_stats(self) -> Any:
         """GET /api/v1/guard/stats: The tenant's guard counters since start-up."""
-        return await self._request("GET", "/api/v1/guard/stats", adapter=None)  # type: ignore[no-any-return]
+        return await self._request("GET", "/api/v1/guard/stats", adapter=None)
 
     async def guard_train(self, *, days: Optional[int] = None) -> Task:
         """POST /api/v1/guard/detector/train: Start a guard training task on the tenant's feedback and `guard.*` audit entries of the last `days` days (202)."""
@@ -832,7 +832,7 @@ class AsyncStewardClient(BaseAsyncClient):
 
     async def health_docs_redirect(self) -> None:
         """GET /docs: `/docs` → `/docs/` (the interactive documentation)."""
-        return await self._request("GET", "/docs", adapter=None)  # type: ignore[no-any-return]
+        await self._request("GET", "/docs", adapter=None)
 
     async def health_health(self) -> Health:
         """GET /api/v1/health: Liveness: the process serves requests."""
@@ -844,7 +844,7 @@ class AsyncStewardClient(BaseAsyncClient):
 
     async def health_metrics(self) -> Any:
         """GET /metrics: Prometheus text exposition."""
-        return await self._request("GET", "/metrics", adapter=None)  # type: ignore[no-any-return]
+        return await self._request("GET", "/metrics", adapter=None)
 
     async def health_ready(self) -> Readiness:
         """GET /api/v1/health/ready: Readiness: 200 when the database, cache and policy engine answer, else 503 naming the failure."""
@@ -896,7 +896,7 @@ class AsyncStewardClient(BaseAsyncClient):
 
     async def policies_delete(self, id: str) -> None:
         """DELETE /api/v1/policies/{id}: Delete a policy."""
-        return await self._request("DELETE", f"/api/v1/policies/{_q(id)}", adapter=None)  # type: ignore[no-any-return]
+        await self._request("DELETE", f"/api/v1/policies/{_q(id)}", adapter=None)
 
     async def policies_get(self, id: str) -> PolicyView:
         """GET /api/v1/policies/{id}: One policy with its Rego source."""
@@ -936,7 +936,7 @@ class AsyncStewardClient(BaseAsyncClient):
 
     async def users_change_password(self, body: Union[ChangePassword, dict[str, Any]]) -> None:
         """POST /api/v1/users/me/change-password: Change the current user's password (409 for single sign-on users)."""
-        return await self._request("POST", "/api/v1/users/me/change-password", body=body, adapter=None)  # type: ignore[no-any-return]
+        await self._request("POST", "/api/v1/users/me/change-password", body=body, adapter=None)
 
     async def users_create_user(self, body: Union[CreateUser, dict[str, Any]]) -> UserView:
         """POST /api/v1/users: Create a user."""
@@ -944,7 +944,7 @@ class AsyncStewardClient(BaseAsyncClient):
 
     async def users_delete_user(self, id: str) -> None:
         """DELETE /api/v1/users/{id}: Delete a user (its keys and sessions end)."""
-        return await self._request("DELETE", f"/api/v1/users/{_q(id)}", adapter=None)  # type: ignore[no-any-return]
+        await self._request("DELETE", f"/api/v1/users/{_q(id)}", adapter=None)
 
     async def users_get_user(self, id: str) -> UserView:
         """GET /api/v1/users/{id}: One user."""
@@ -956,7 +956,7 @@ class AsyncStewardClient(BaseAsyncClient):
 
     async def users_reset_password(self, id: str, body: Union[ResetPassword, dict[str, Any]]) -> None:
         """POST /api/v1/users/{id}/reset-password: Set a user's password (409 for single sign-on users)."""
-        return await self._request("POST", f"/api/v1/users/{_q(id)}/reset-password", body=body, adapter=None)  # type: ignore[no-any-return]
+        await self._request("POST", f"/api/v1/users/{_q(id)}/reset-password", body=body, adapter=None)
 
     async def users_set_role(self, id: str, body: Union[SetRole, dict[str, Any]]) -> UserView:
         """PUT /api/v1/users/{id}/role: Change a user's role."""

@@ -60,7 +60,7 @@ def guard_node(
 ) -> Callable[..., Any]:
     """Wrap a LangGraph node (``state -> update``, sync or async) with Steward's governance."""
     spec = ToolSpec(
-        name=name or getattr(node, "__name__", "node"),
+        name=name or str(getattr(node, "__name__", "node")),
         action=action,
         resource=_callable_of_state(resource),
         context=_callable_of_state(context),

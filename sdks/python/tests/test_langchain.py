@@ -154,3 +154,17 @@ def test_unregistered_agent_reports_to_agent_framework_integration(t1: Tenant) -
     assert after.integration == "agent_framework" and after.status == "ok"
     assert after.events_received == before + 1
     s.close()
+
+
+def test_callback_handler_waits_for_approval(t2: Tenant) -> None:
+    RAN.clear()
+    s = steward_for(t2)
+    handler = StewardCallbackHandler(s, {"export_contacts": {
+        "action": "export_data", "resource": "reports/{table}", "context": lambda table, records: {"records": records}}})
+    with Approver(t2, approve_all) as human:
+        out = export_contacts.invoke({"table": "q4", "records": 2500}, config={"callbacks": [handler]})
+    assert out == "exported 2500 rows of q4" and RAN == [{"table": "q4", "records": 2500}]
+    [e] = [x for x in t2.audit(s.agent_id) if x["action"] == "export_data"]
+    assert e["input"]["approval"]["approval_id"] == human.decided[0]["approval_id"]
+    assert e["output"] == {"result": "exported 2500 rows of q4"} and handler.permits == {}
+    s.close()

@@ -24,6 +24,7 @@ def make(tenant: Tenant, **kw) -> Steward:
     agent = tenant.agent("gov")
     kw.setdefault("poll_initial", 0.05)
     kw.setdefault("poll_max", 0.3)
+    kw.setdefault("approval_timeout", 30)
     return Steward(URL, tenant.key, agent_id=agent["id"], **kw)
 
 

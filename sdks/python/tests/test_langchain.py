@@ -58,7 +58,7 @@ def search_kb(query: str) -> str:
 
 def steward_for(tenant: Tenant, **kw: Any) -> Steward:
     a = tenant.agent("lc")
-    return Steward(URL, tenant.key, agent_id=a["id"], poll_initial=0.05, poll_max=0.3, **kw)
+    return Steward(URL, tenant.key, agent_id=a["id"], poll_initial=0.05, poll_max=0.3, approval_timeout=30, **kw)
 
 
 def test_wrapper_keeps_name_schema_and_allows(t1: Tenant) -> None:

@@ -50,7 +50,7 @@ def model_for(records: int, personal: bool = False) -> GenericFakeChatModel:
 
 
 def steward_for(t: Tenant) -> Steward:
-    return Steward(URL, t.key, agent_id=t.agent("lg")["id"], poll_initial=0.05, poll_max=0.3)
+    return Steward(URL, t.key, agent_id=t.agent("lg")["id"], poll_initial=0.05, poll_max=0.3, approval_timeout=30)
 
 
 def test_node_guard_allow_and_audit(t2: Tenant) -> None:

@@ -43,7 +43,7 @@ def tool_outputs(m: ScriptedModel) -> list[str]:
 
 
 def steward_for(t: Tenant, **kw: Any) -> Steward:
-    return Steward(URL, t.key, agent_id=t.agent("oa")["id"], poll_initial=0.05, poll_max=0.3, **kw)
+    return Steward(URL, t.key, agent_id=t.agent("oa")["id"], poll_initial=0.05, poll_max=0.3, approval_timeout=30, **kw)
 
 
 async def test_allowed_tool_runs_and_output_is_audited(t1: Tenant) -> None:

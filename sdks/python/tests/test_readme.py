@@ -25,7 +25,7 @@ def test_readme_lines_govern_a_langchain_tool(t2: Tenant, monkeypatch: pytest.Mo
     ns: dict = {}
     exec(compile(code.replace("http://localhost:8080", URL), "README.md", "exec"), ns)  # noqa: S102
     tool, steward = ns["export_contacts"], ns["steward"]
-    steward.poll_initial, steward.poll_max = 0.05, 0.3
+    steward.poll_initial, steward.poll_max, steward.approval_timeout = 0.05, 0.3, 30
     assert tool.invoke({"segment": "q3", "records": 10}) == "exported 10 contacts of q3"
     with Approver(t2, approve_all) as human:
         assert tool.invoke({"segment": "all", "records": 5000}) == "exported 5000 contacts of all"

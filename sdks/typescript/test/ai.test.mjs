@@ -42,7 +42,7 @@ before(async () => {
   t1 = await tenant();
   t2 = await tenant({ hitl: true });
 });
-const stewardFor = async (t) => new Steward({ baseUrl: URL, apiKey: t.key, agentId: (await t.agent('ai')).id, pollInitialMs: 50, pollMaxMs: 300, heartbeatIntervalMs: 0 });
+const stewardFor = async (t) => new Steward({ baseUrl: URL, apiKey: t.key, agentId: (await t.agent('ai')).id, pollInitialMs: 50, pollMaxMs: 300, approvalTimeoutMs: 30000, heartbeatIntervalMs: 0 });
 const toolParts = (r) => r.steps.flatMap((s) => s.content).filter((p) => p.type === 'tool-result' || p.type === 'tool-error');
 
 test('allowed: the tool runs inside generateText and the audit has its output', async () => {

@@ -15,7 +15,7 @@ before(async () => {
 
 const stewardFor = async (t, opts = {}) => {
   const a = await t.agent();
-  return new Steward({ baseUrl: URL, apiKey: t.key, agentId: a.id, pollInitialMs: 50, pollMaxMs: 300, heartbeatIntervalMs: 0, ...opts });
+  return new Steward({ baseUrl: URL, apiKey: t.key, agentId: a.id, pollInitialMs: 50, pollMaxMs: 300, approvalTimeoutMs: 30000, heartbeatIntervalMs: 0, ...opts });
 };
 
 test('generated client: one method per operation, typed errors', async () => {

@@ -137,6 +137,9 @@ def test_approval_timeout(t2: Tenant) -> None:
     assert 0.5 <= time.monotonic() - t0 < 5
     status = t2.http.get(f"/api/v1/hitl/status/{ei.value.approval_id}").json()
     assert status["status"] == "pending"
+    # leave no pending request behind for the approvers of later tests
+    r = t2.analyst.post(f"/api/v1/hitl/reject/{ei.value.approval_id}", json={"approver": "cleanup"})
+    assert r.status_code == 200
     s.close()
 
 

@@ -94,8 +94,10 @@ test('approval rejected and approval timeout', async () => {
   }
   const fw = s.govern(() => 'changed', { name: 'fw', action: 'change_security_policy', resource: 'policies/fw', approvalTimeoutMs: 500 });
   const t0 = Date.now();
-  await assert.rejects(fw({}), (e) => e instanceof ApprovalTimeout && typeof e.approvalId === 'string');
+  let pendingId;
+  await assert.rejects(fw({}), (e) => { pendingId = e.approvalId; return e instanceof ApprovalTimeout && typeof e.approvalId === 'string'; });
   assert.ok(Date.now() - t0 >= 450);
+  assert.equal((await t2.get(`/api/v1/hitl/status/${pendingId}`)).status, 'pending');
 });
 
 test('guard blocks a prompt-like argument before the check', async () => {

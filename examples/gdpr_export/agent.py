@@ -17,7 +17,7 @@ What happens:
     records is a bulk export, so the `hitl` policy asks for a human approval. The SDK creates
     the HITL request and waits, polling with back-off.
  4. The analyst approves it: in the console (http://HOST/dashboard, log in with the analyst
-    credentials printed below, Approvals), with the printed curl command, by answering `y` here,
+    credentials printed below, page Approvals), with the printed curl command, by answering `y` here,
     or automatically with --auto-approve.
  5. The SDK re-checks the exact action with the approval id (single use), the export runs and
     the audit entry records input, output, reasoning, risk and the approval.
@@ -81,7 +81,7 @@ def main() -> int:
 
     def on_approval_request(req) -> None:
         print(f"[agent] approval required -> HITL request {req.approval_id} ({req.action} {req.resource})")
-        print(f"        approve in the console: {url}/dashboard  (log in as {env['analyst']['email']} / "
+        print(f"        approve in the console: {url}/dashboard#/hitl  (Approvals; log in as {env['analyst']['email']} / "
               f"{env['analyst']['password']})")
         print(f"        or through the API:     curl -X POST {url}/api/v1/hitl/approve/{req.approval_id} "
               f"-H 'Authorization: Bearer {env['analyst_token']}' -H 'Content-Type: application/json' "

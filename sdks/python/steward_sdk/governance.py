@@ -472,8 +472,11 @@ class Steward:
             err = self._denied(d, action, resource)
             if self.audit and self.audit_denied and self._is_uuid_agent:
                 permit.decision = d
-                e = self.record(permit, denied=err)
-                err.audit_id = e.id if e is not None else None
+                try:
+                    e = self.record(permit, denied=err)
+                    err.audit_id = e.id if e is not None else None
+                except StewardAPIError as ae:  # e.g. 403 agent_suspended: the refusal still stands
+                    log.warning("steward: the refusal could not be audited: %s", ae)
             raise err
         permit.decision = d
         permit.reasoning.append(f"policy: {d.reason}")
@@ -531,8 +534,11 @@ class Steward:
             err = self._denied(d, action, resource)
             if self.audit and self.audit_denied and self._is_uuid_agent:
                 permit.decision = d
-                e = await self.arecord(permit, denied=err)
-                err.audit_id = e.id if e is not None else None
+                try:
+                    e = await self.arecord(permit, denied=err)
+                    err.audit_id = e.id if e is not None else None
+                except StewardAPIError as ae:  # e.g. 403 agent_suspended: the refusal still stands
+                    log.warning("steward: the refusal could not be audited: %s", ae)
             raise err
         permit.decision = d
         permit.reasoning.append(f"policy: {d.reason}")

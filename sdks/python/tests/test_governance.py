@@ -219,3 +219,14 @@ async def test_async_tools_allow_deny_approval(t2: Tenant) -> None:
     actions = [(e["action"], e["is_approved"]) for e in t2.audit(s.agent_id) if not e["action"].startswith("hitl.")]
     assert actions == [("read_data", False), ("export_data", True), ("export_data", True)]
     await s.aclose()
+
+
+def test_suspended_agent_is_refused_with_the_reason(t1: Tenant) -> None:
+    s = make(t1)
+    governed = s.govern(lambda: "ran", name="t", action="read_data", resource="crm/contacts")
+    assert governed() == "ran"
+    assert t1.http.post(f"/api/v1/agents/{s.agent_id}/suspend").status_code == 200
+    with pytest.raises(ActionDenied) as ei:
+        governed()
+    assert "suspended" in ei.value.reason and ei.value.audit_id is None  # the server refuses audit writes
+    s.close()

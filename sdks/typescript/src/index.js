@@ -315,8 +315,12 @@ export class Steward {
       }
       const err = new ActionDenied(d.reason ?? 'denied', meta());
       if (this.audit && this.auditDenied && UUID_RE.test(agentId)) {
-        const entry = await this.record(p, { denied: err });
-        err.auditId = entry?.id ?? null;
+        try {
+          const entry = await this.record(p, { denied: err });
+          err.auditId = entry?.id ?? null;
+        } catch (e) {
+          if (!(e instanceof StewardAPIError)) throw e; // e.g. 403 agent_suspended: the refusal still stands
+        }
       }
       throw err;
     }

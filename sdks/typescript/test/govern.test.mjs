@@ -129,3 +129,12 @@ test('register by name and heartbeats', async () => {
   const a = await t1.get(`/api/v1/agents/${await s.agentId()}`);
   assert.notEqual(a.last_heartbeat, null);
 });
+
+test('a suspended agent is refused with the reason', async () => {
+  const s = await stewardFor(t1);
+  const f = s.govern(() => 'ran', { name: 't', action: 'read_data', resource: 'crm/contacts' });
+  assert.equal(await f({}), 'ran');
+  const res = await fetch(`${URL}/api/v1/agents/${await s.agentId()}/suspend`, { method: 'POST', headers: { 'x-api-key': t1.key } });
+  assert.equal(res.status, 200);
+  await assert.rejects(f({}), (e) => e instanceof ActionDenied && /suspended/.test(e.reason) && e.auditId === null);
+});

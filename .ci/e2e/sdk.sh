@@ -52,40 +52,43 @@ node_env() {
 }
 
 WORK="$(mktemp -d)"
-SERVER=""
+SERVERS=()
 cleanup() {
-  if [ -n "$SERVER" ]; then kill "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true; fi
+  for p in "${SERVERS[@]+"${SERVERS[@]}"}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
   rm -rf "$WORK" "$TS_SDK/node_modules/.cache" 2>/dev/null || true
 }
 trap cleanup EXIT
 
-PORT="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+PORT="$(free_port)"
 export STEWARD_URL="http://127.0.0.1:$PORT"
 export STEWARD_ADMIN_KEY="sdk-admin-key"
 export STEWARD_SUPER_EMAIL="super@sdk.test" STEWARD_SUPER_PASSWORD="Sdk-Super-Password-1"
 
-start_server() {
-  ( cd "$WORK" && exec env HOST=127.0.0.1 PORT="$PORT" DATABASE_URL="sqlite://$WORK/steward.db" \
+start_server() {  # start_server NAME PORT [ENV=VALUE...]: the binary on the embedded defaults (SQLite)
+  local name="$1" port="$2"; shift 2
+  mkdir -p "$WORK/$name"
+  ( cd "$WORK/$name" && exec env HOST=127.0.0.1 PORT="$port" DATABASE_URL="sqlite://$WORK/$name/steward.db" \
     ADMIN_API_KEY="$STEWARD_ADMIN_KEY" SECRET_KEY="sdk-secret-key-0123456789abcdef-0123" WEBHOOK_SECRET="sdk-webhook" \
     SUPER_ADMIN_EMAIL="$STEWARD_SUPER_EMAIL" SUPER_ADMIN_PASSWORD="$STEWARD_SUPER_PASSWORD" ENVIRONMENT=test \
-    EXPORT_STORAGE_PATH="$WORK/exports" MODEL_STORAGE_PATH="$WORK/models" LOG_LEVEL=WARNING \
-    "$BIN" ) >"$WORK/server.log" 2>&1 &
-  SERVER=$!
+    EXPORT_STORAGE_PATH="$WORK/$name/exports" MODEL_STORAGE_PATH="$WORK/$name/models" LOG_LEVEL=WARNING \
+    "$@" "$BIN" ) >"$WORK/$name.log" 2>&1 &
+  SERVERS+=("$!")
   for _ in $(seq 1 200); do
-    if python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=1)' "$STEWARD_URL/health/ready" 2>/dev/null; then
+    if python3 -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=1)' "http://127.0.0.1:$port/health/ready" 2>/dev/null; then
       return 0
     fi
     sleep 0.3
   done
-  echo "the server did not become ready:" >&2; tail -n 20 "$WORK/server.log" >&2
+  echo "the server ($name) did not become ready:" >&2; tail -n 20 "$WORK/$name.log" >&2
   return 1
 }
 
-on_failure_log() { echo "--- server log (last 30 lines)"; tail -n 30 "$WORK/server.log" || true; }
+on_failure_log() { echo "--- server log (last 30 lines)"; tail -n 30 "$WORK/main.log" || true; }
 
 step "python environment (pinned, cached)" python_env
 step "node environment (npm ci)" node_env
-step "server on the embedded defaults" start_server
+step "server on the embedded defaults" start_server main "$PORT"
 
 step "generated Python code up to date with /openapi.json" \
   python3 "$PY_SDK/scripts/generate.py" --url "$STEWARD_URL" --check
@@ -97,6 +100,17 @@ py_tests() {
       "$VENV/bin/python" -m pytest -q -p no:cacheprovider tests ) || { on_failure_log; return 1; }
 }
 step "Python SDK tests (pytest)" py_tests
+
+# The approval paths once more against a server with HITL_REQUIRE_APPROVAL_ID=true (the setting
+# docs/hitl.md recommends for production): the SDK approves only through the approval_id.
+STRICT_PORT="$(free_port)"
+strict_tests() {
+  start_server strict "$STRICT_PORT" HITL_REQUIRE_APPROVAL_ID=true || return 1
+  ( cd "$PY_SDK" && STEWARD_URL="http://127.0.0.1:$STRICT_PORT" STEWARD_STRICT_HITL=1 OPENAI_AGENTS_DISABLE_TRACING=1 \
+      PYTHONPATH="$PY_SDK" PYTHONDONTWRITEBYTECODE=1 "$VENV/bin/python" -m pytest -q -p no:cacheprovider -k approv tests ) \
+    || { tail -n 30 "$WORK/strict.log"; return 1; }
+}
+step "Python SDK approval paths with HITL_REQUIRE_APPROVAL_ID=true" strict_tests
 
 py_types() {
   ( cd "$PY_SDK" && "$VENV/bin/python" -m mypy --strict --cache-dir "$CACHE/mypy-sdk" steward_sdk )

@@ -4,6 +4,7 @@ unregistered agent / audit / heartbeat, sync and async, against the real server.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 
 import pytest
@@ -229,4 +230,16 @@ def test_suspended_agent_is_refused_with_the_reason(t1: Tenant) -> None:
     with pytest.raises(ActionDenied) as ei:
         governed()
     assert "suspended" in ei.value.reason and ei.value.audit_id is None  # the server refuses audit writes
+    s.close()
+
+
+def test_bare_approved_flag_follows_the_server_setting(t2: Tenant) -> None:
+    """The SDK approves through the approval_id only; a bare `approved: true` counts only while
+    HITL_REQUIRE_APPROVAL_ID is false (STEWARD_STRICT_HITL=1 says the server runs with true)."""
+    s = make(t2)
+    d = s.check("delete_data", "tmp/cache", {"approved": True})
+    strict = os.environ.get("STEWARD_STRICT_HITL") == "1"
+    assert d.allowed is (not strict)
+    if strict:
+        assert d.required_approval is True
     s.close()

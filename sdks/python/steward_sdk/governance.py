@@ -445,8 +445,17 @@ class Steward:
         permit.reasoning.extend(spec.notes(arguments))
         return permit, self._prompts(spec, arguments)
 
+    def _refresh_unregistered(self) -> None:
+        """An agent reported to discovery may have been confirmed since: look its name up again."""
+        if self._resolved and not self._is_uuid_agent and self.agent_name:
+            found = self.find_agent(self.agent_name)
+            if found:
+                self._agent_id = found
+
     def authorize(self, spec: ToolSpec, arguments: dict[str, Any]) -> Permit:
         """Guard, policy check and (when required) human approval. Raises when refused."""
+        if self._resolved:
+            self._refresh_unregistered()
         self._start_heartbeat() if self._resolved else self.start()
         permit, prompts = self._new_permit(spec, arguments)
         action, resource, context = permit.action, permit.resource, permit.context
@@ -506,6 +515,8 @@ class Steward:
         """Async twin of :meth:`authorize`."""
         if not self._resolved:
             await asyncio.to_thread(self.start)
+        elif not self._is_uuid_agent:
+            await asyncio.to_thread(self._refresh_unregistered)
         self._start_heartbeat()
         c = self.aclient
         permit, prompts = self._new_permit(spec, arguments)

@@ -260,6 +260,11 @@ export class Steward {
 
   /** Guard, policy check and (when required) approval; throws when refused. Returns a permit. */
   async authorize(spec, args) {
+    if (this._resolved && !UUID_RE.test((await this._resolved) ?? '') && this.agentName) {
+      // reported to discovery earlier: the candidate may have been confirmed since
+      const found = await this.findAgent(this.agentName);
+      if (found) { this._resolved = Promise.resolve(found); this._started = null; }
+    }
     await this.start();
     const agentId = await this.agentId();
     const p = { tool: spec.name, ...this._resolve(spec, args), decision: null, approval: null, guard: [] };

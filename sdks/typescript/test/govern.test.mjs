@@ -118,6 +118,12 @@ test('unregistered agent is reported to discovery; integration status counts it'
   const st = await s.integrationStatus();
   assert.equal(st.integration, 'model_provider');
   assert.equal(st.events_received, before + 1);
+  const pending = (await t1.get('/api/v1/discovery/candidates')).items.find((c) => c.name === name);
+  const res = await fetch(`${URL}/api/v1/discovery/candidates/${pending.id}/confirm`, { method: 'POST', headers: { 'x-api-key': t1.key } });
+  assert.equal(res.status, 200);
+  const { agent } = await res.json();
+  assert.equal(await f({}), 1);
+  assert.equal(await s.agentId(), agent.id);
 });
 
 test('register by name and heartbeats', async () => {

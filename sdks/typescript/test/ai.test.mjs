@@ -2,7 +2,7 @@
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { generateText, jsonSchema, stepCountIs, tool } from 'ai';
-import { MockLanguageModelV4 } from 'ai/test';
+import { MockLanguageModelV3 } from 'ai/test';
 import { ActionDenied, PromptBlocked, Steward } from '../src/index.js';
 import { governTool, governTools } from '../src/ai.js';
 import { INJECTION, PII_NO_CONSENT, PII_OK, URL, tenant } from './helpers.mjs';
@@ -12,7 +12,7 @@ const usage = { inputTokens: { total: 1, noCache: 1, cacheRead: 0, cacheWrite: 0
 /** A model that calls `toolName` with `input`, then answers "done". */
 function scripted(toolName, input) {
   let n = 0;
-  return new MockLanguageModelV4({
+  return new MockLanguageModelV3({
     doGenerate: async () => {
       n += 1;
       if (n === 1) {

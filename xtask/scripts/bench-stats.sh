@@ -9,9 +9,12 @@
 # on one keep-alive connection after 200 warm-up requests and prints p50/p95/p99 of the full
 # round trip. Also prints, for comparison,
 # the time PostgreSQL takes to count the same week from the (tenant_id, timestamp) index.
+# With KEY set (a tenant key printed by an earlier run) nothing is seeded and only the requests
+# are timed.
 set -euo pipefail
 URL="$1"; ADMIN="$2"; DB="$3"; N="${4:-1000000}"; REQUESTS="${5:-2000}"
 json() { python3 -c "import sys, json; print(json.load(sys.stdin)$1)"; }
+if [ -z "${KEY:-}" ]; then
 KEY="$(curl -sf -X POST "$URL/api/v1/tenants" -H "X-Admin-Key: $ADMIN" -H 'Content-Type: application/json' \
   -d "{\"name\": \"stats-bench-$RANDOM$RANDOM\"}" | json "['api_key']")"
 TENANT="$(curl -sf "$URL/api/v1/status" -H "X-API-Key: $KEY" | json "['tenant']['id']")"
@@ -34,6 +37,8 @@ echo "seeded in $(python3 -c "print(round($(date +%s.%N) - $t0, 1))") s"
 echo "index count of the week (what the rollup replaces):"
 psql -h 127.0.0.1 -U postgres -d "$DB" -c "EXPLAIN (ANALYZE, TIMING OFF) SELECT count(*) FROM audit_entries WHERE tenant_id = '$TENANT' AND \"timestamp\" >= date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' - interval '6 days'" \
   | grep -E "Execution Time|Heap Fetches"
+echo "tenant key (KEY=... to time again without seeding): $KEY"
+fi
 python3 - "$URL" "$KEY" "$REQUESTS" <<'PY'
 import http.client, json, sys, time, urllib.parse
 url, key, n = sys.argv[1], sys.argv[2], int(sys.argv[3])

@@ -40,7 +40,18 @@ PORT="$(free_port)"
 URL="http://127.0.0.1:$PORT"
 SUPER_EMAIL="super@dashboard.test"
 SUPER_PASSWORD="Dashboard-Super-1"
-env HOST=127.0.0.1 PORT="$PORT" DATABASE_URL="sqlite://$WORK/steward.db" \
+# Single sign-on through the OpenID provider of .ci/peers/oidc.sh when it runs (TEST_OIDC_*);
+# without it the SSO test skips.
+SSO_ENV=()
+if [ -n "${TEST_OIDC_ISSUER:-}" ]; then
+  SSO_ENV=(
+    SSO_PROVIDERS_JSON="[{\"id\": \"testidp\", \"name\": \"Test IdP\", \"issuer\": \"$TEST_OIDC_ISSUER\", \"client_id\": \"$TEST_OIDC_CLIENT_ID\", \"client_secret\": \"$TEST_OIDC_CLIENT_SECRET\", \"scopes\": [\"openid\", \"email\", \"profile\", \"groups\"]}]"
+    SSO_CALLBACK_URL="$URL/api/v1/auth/sso/callback"
+    SSO_ROLE_MAPPING_JSON='{"steward-analysts": "security_analyst"}'
+  )
+  echo "single sign-on through $TEST_OIDC_ISSUER"
+fi
+env "${SSO_ENV[@]+"${SSO_ENV[@]}"}" HOST=127.0.0.1 PORT="$PORT" DATABASE_URL="sqlite://$WORK/steward.db" \
   ADMIN_API_KEY="dashboard-admin-key" SECRET_KEY="dashboard-secret-key-0123456789abcdef" \
   WEBHOOK_SECRET="dashboard-webhook-secret" SUPER_ADMIN_EMAIL="$SUPER_EMAIL" \
   SUPER_ADMIN_PASSWORD="$SUPER_PASSWORD" ENVIRONMENT=test EXPORT_STORAGE_PATH="$WORK/exports" \
@@ -57,7 +68,7 @@ rm -rf "$SHOTS"
 mkdir -p "$SHOTS"
 status=0
 PLAYWRIGHT_MODULES="$DEPS" STEWARD_URL="$URL" SUPER_EMAIL="$SUPER_EMAIL" SUPER_PASSWORD="$SUPER_PASSWORD" \
-  SCREENSHOTS="$SHOTS" CHROMIUM=/usr/bin/chromium \
+  SCREENSHOTS="$SHOTS" CHROMIUM=/usr/bin/chromium SSO_PROVIDER="${TEST_OIDC_ISSUER:+testidp}" \
   node --test --test-reporter=spec --test-concurrency=1 "$SRC/dashboard.test.mjs" || status=$?
 echo "screenshots: $(ls "$SHOTS" | wc -l) in $SHOTS"
 if [ "$status" -ne 0 ]; then

@@ -238,6 +238,36 @@ test('a HITL request created by another client raises a toast and joins the queu
   await page.context().close();
 });
 
+test("single sign-on: the provider's button, its login page, back signed in with the mapped role", {
+  skip: process.env.SSO_PROVIDER ? false : 'no OpenID provider (TEST_OIDC_ISSUER unset)',
+}, async () => {
+  const page = await newPage();
+  await page.goto(`${BASE}/dashboard`);
+  const button = page.locator(`[data-testid="sso-${process.env.SSO_PROVIDER}"]`);
+  await button.waitFor();
+  await shot(page, '16-login-sso');
+  await button.click();
+  // The provider's own login page: the login name picks the account and its groups.
+  await page.waitForSelector('input[name="login"]');
+  await page.fill('input[name="login"]', 'ana+steward-analysts');
+  await page.fill('input[name="password"]', 'any-password');
+  await page.click('button[type="submit"]');
+  await page.waitForSelector('#shell:not([hidden])');
+  assert.equal(await page.getAttribute('#whoami', 'data-role'), 'security_analyst');
+  assert.match(await page.textContent('#whoami'), /ana@example\.test/);
+  assert.ok(!page.url().includes('sso_code'), `the code is removed from the address: ${page.url()}`);
+  await page.waitForSelector('[data-stat="total_agents"]');
+  const nav = await page.$$eval('#nav a', (as) => as.map((a) => a.dataset.nav));
+  assert.ok(nav.includes('hitl') && nav.includes('anomalies'), nav.join(','));
+  // A failed callback comes back to /login with the reason, shown on the form.
+  await page.goto(`${BASE}/login?sso_error=invalid_state`);
+  await page.evaluate(() => sessionStorage.clear());
+  await page.goto(`${BASE}/login?sso_error=invalid_state`);
+  await page.waitForSelector('#login-error:not([hidden])');
+  assert.match(await page.textContent('#login-error'), /invalid state/);
+  await page.context().close();
+});
+
 test('a viewer sees no control it cannot use', async () => {
   const page = await newPage();
   await signIn(page, VIEWER);

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::ml::MlModel;
-use crate::normalize::{canonical, variants};
+use crate::normalize::variants_and_canonical;
 use crate::rules::{self, SMUGGLING};
 
 /// Characters per chunk when a long prompt is also scored piecewise.
@@ -171,7 +171,7 @@ impl GuardEngine {
     }
 
     pub fn analyze(&self, prompt: &str) -> Analysis {
-        let views = variants(prompt);
+        let (views, canon) = variants_and_canonical(prompt);
         let mut detections: Vec<Detection> = Vec::new();
         let mut rule = 0.0f64;
         if self.cfg.rules_enabled {
@@ -215,7 +215,7 @@ impl GuardEngine {
         }
         let ml = match (&self.model, self.cfg.ml_enabled) {
             (Some(m), true) => {
-                let mut best = m.score(prompt);
+                let mut best = m.score_canonical(&canon);
                 let mut what = "the prompt";
                 for v in views.iter().filter(|v| v.transform.starts_with("decoded")) {
                     let s = m.score(&v.text);
@@ -224,10 +224,12 @@ impl GuardEngine {
                         what = v.transform;
                     }
                 }
-                if prompt.chars().count() > CHUNK_OVER {
-                    let chars: Vec<char> = prompt.chars().collect();
+                // Long prompts are also scored piecewise (an injection buried in a long
+                // document), over the canonical text computed once.
+                if canon.chars().count() > CHUNK_OVER {
+                    let chars: Vec<char> = canon.chars().collect();
                     for chunk in chars.chunks(CHUNK) {
-                        let s = m.score(&chunk.iter().collect::<String>());
+                        let s = m.score_canonical(&chunk.iter().collect::<String>());
                         if s > best {
                             best = s;
                             what = "a part of the prompt";
@@ -253,7 +255,7 @@ impl GuardEngine {
             rule,
             ml,
             detections,
-            normalized: canonical(prompt),
+            normalized: canon,
         }
     }
 }

@@ -273,6 +273,11 @@ pub fn rot13(text: &str) -> String {
 
 /// Every variant of `text` detectors should scan (the original first).
 pub fn variants(text: &str) -> Vec<Variant> {
+    variants_and_canonical(text).0
+}
+
+/// [`variants`] and the [`canonical`] text, computed once.
+pub fn variants_and_canonical(text: &str) -> (Vec<Variant>, String) {
     let mut out = vec![Variant {
         text: text.to_owned(),
         transform: "",
@@ -294,7 +299,7 @@ pub fn variants(text: &str) -> Vec<Variant> {
         });
     }
     out.truncate(MAX_VARIANTS);
-    out
+    (out, canon)
 }
 
 /// The name of the transform that made the canonical text differ from the original.

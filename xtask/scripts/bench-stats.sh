@@ -3,6 +3,7 @@
 # the 7-day window of the activity chart (the worst case for it). Usage (server running on a
 # PostgreSQL database):
 #   xtask/scripts/bench-stats.sh URL ADMIN_KEY DATABASE [N] [REQUESTS]
+# DATABASE is a PostgreSQL database name, or sqlite:PATH for the server's SQLite file.
 # Creates a tenant, seeds N entries straight into PostgreSQL spread evenly from the start of
 # the window (UTC midnight 6 days ago) to now (the triggers of migration audit_daily_counts
 # count them as they are inserted), then sends REQUESTS (default 2,000) sequential requests
@@ -20,6 +21,34 @@ KEY="$(curl -sf -X POST "$URL/api/v1/tenants" -H "X-Admin-Key: $ADMIN" -H 'Conte
 TENANT="$(curl -sf "$URL/api/v1/status" -H "X-API-Key: $KEY" | json "['tenant']['id']")"
 echo "tenant $TENANT; seeding $N entries over the last 7 days"
 t0=$(date +%s.%N)
+if [[ "$DB" == sqlite:* ]]; then
+# SQLite: the server's database file (WAL; the server may keep running).
+python3 - "${DB#sqlite:}" "$TENANT" "$N" <<'PY'
+import datetime, hashlib, sqlite3, sys, time, uuid
+path, tenant, n = sys.argv[1], uuid.UUID(sys.argv[2]).bytes, int(sys.argv[3])
+db = sqlite3.connect(path, timeout=30)
+db.execute("PRAGMA busy_timeout = 30000")
+now = datetime.datetime.now(datetime.timezone.utc)
+start = now.replace(hour=0, minute=0, second=0, microsecond=0) - datetime.timedelta(days=6)
+span = (now - start).total_seconds()
+def rows():
+    for g in range(1, n + 1):
+        ts = start + datetime.timedelta(seconds=span * (g - 1) / n)
+        h = hashlib.sha256(str(g).encode()).hexdigest()
+        yield (uuid.uuid4().bytes, tenant, g, "read_data", f"crm/contacts/{g}", '{"rows":%d}' % (g % 50),
+               "{}", "[]", (g % 100) / 100.0, int(g % 3 == 0), ts.strftime("%Y-%m-%dT%H:%M:%S.%fZ"), h, h)
+with db:
+    db.executemany("""INSERT INTO audit_entries (id, tenant_id, seq, action, resource, input, output,
+        reasoning, risk_score, is_approved, "timestamp", prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)""", rows())
+    db.execute("INSERT INTO audit_heads (tenant_id, seq, hash) VALUES (?, ?, ?) ON CONFLICT (tenant_id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash", (tenant, n, "0" * 64))
+db.execute("ANALYZE")
+t = time.perf_counter()
+first = start.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+c = db.execute('SELECT count(*) FROM audit_entries WHERE tenant_id = ? AND "timestamp" >= ?', (tenant, first)).fetchone()[0]
+print(f"index count of the week (what the rollup replaces): {c} entries in {(time.perf_counter() - t) * 1000:.1f} ms")
+PY
+echo "seeded in $(python3 -c "print(round($(date +%s.%N) - $t0, 1))") s"
+else
 psql -q -h 127.0.0.1 -U postgres -d "$DB" <<SQL
 INSERT INTO audit_entries (id, tenant_id, seq, agent_id, user_id, action, resource, input, output,
   reasoning, risk_score, is_approved, "timestamp", prev_hash, hash, signature)
@@ -37,6 +66,7 @@ echo "seeded in $(python3 -c "print(round($(date +%s.%N) - $t0, 1))") s"
 echo "index count of the week (what the rollup replaces):"
 psql -h 127.0.0.1 -U postgres -d "$DB" -c "EXPLAIN (ANALYZE, TIMING OFF) SELECT count(*) FROM audit_entries WHERE tenant_id = '$TENANT' AND \"timestamp\" >= date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' - interval '6 days'" \
   | grep -E "Execution Time|Heap Fetches"
+fi
 echo "tenant key (KEY=... to time again without seeding): $KEY"
 fi
 python3 - "$URL" "$KEY" "$REQUESTS" <<'PY'

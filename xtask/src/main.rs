@@ -9,6 +9,7 @@
 //! - `bench <login|audit|heartbeat|search> [--url …] [--clients N] [--seconds S] [--tenants T]
 //!   [--agents A]`: HTTP load against a running server (docs/benchmarks.md).
 
+mod anomaly_eval;
 mod bench;
 mod bench_guard;
 mod bench_ws;
@@ -125,6 +126,7 @@ fn main() -> ExitCode {
         "check-migrations" => check_migrations(),
         "guard-train" => guard_eval::guard_train(&std::env::args().skip(2).collect::<Vec<_>>()),
         "guard-eval" => guard_eval::guard_eval(&std::env::args().skip(2).collect::<Vec<_>>()),
+        "anomaly-eval" => anomaly_eval::anomaly_eval(&std::env::args().skip(2).collect::<Vec<_>>()),
         "audit-verify" => audit_verify(&std::env::args().skip(2).collect::<Vec<_>>()),
         "bench" => {
             let args: Vec<String> = std::env::args().skip(2).collect();

@@ -328,17 +328,18 @@ fn build_anomaly(
             scorer: scorer.clone(),
         }),
     );
+    let codec = steward_anomaly::codec::AnomalyCodec::new(backend, Some(&a.onnx_model_path));
     steward_anomaly::service::Detector::new(
         db.clone(),
         bus.clone(),
         reports,
         scorer,
-        Arc::new(steward_anomaly::detector::BaselineCodec),
+        Arc::new(codec.clone()),
         steward_anomaly::service::DetectorConfig {
             contamination: a.contamination,
             min_training_samples: i64::try_from(a.min_training_samples).unwrap_or(i64::MAX),
             auto_retrain_events: a.auto_retrain_events,
-            onnx_loaded: false,
+            onnx_loaded: codec.onnx_loaded(),
         },
     )
 }

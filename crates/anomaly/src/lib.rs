@@ -1,6 +1,11 @@
-//! The anomaly domain (see docs/architecture.md). Built in a later issue.
+//! The anomaly domain (see docs/architecture.md and docs/anomaly.md).
 
+pub mod codec;
 pub mod detector;
+pub mod features;
+pub mod iforest;
+pub mod onnx;
 pub mod reports;
 pub mod scorer;
 pub mod service;
+pub mod supervised;

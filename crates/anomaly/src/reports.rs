@@ -170,7 +170,17 @@ impl Reports {
         let event_data = Value::Object(event_data.unwrap_or_default());
         let risk = match event_data.get("risk_score").and_then(Value::as_f64) {
             Some(r) if (0.0..=1.0).contains(&r) => r,
-            _ => self.hooks.score(p.tenant, &event_data).await,
+            _ => match (agent_id, event_data.get("agent_id")) {
+                // The report's agent is the event's agent for scoring.
+                (Some(agent), None) => {
+                    let mut scored = event_data.clone();
+                    if let Value::Object(m) = &mut scored {
+                        m.insert("agent_id".into(), Value::String(agent.to_string()));
+                    }
+                    self.hooks.score(p.tenant, &scored).await
+                }
+                _ => self.hooks.score(p.tenant, &event_data).await,
+            },
         };
         self.insert(p.tenant, agent_id, risk, &source, event_data)
             .await

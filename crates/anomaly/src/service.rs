@@ -39,6 +39,28 @@ pub trait ModelCodec: Send + Sync + 'static {
         contamination: f64,
         handle: &TrainHandle,
     ) -> Result<TrainedModel>;
+    /// Trains on all samples, `labels[i]` being the label of event `i` when it has one.
+    /// The default is the contract's rule (15.3): the supervised model on the labelled
+    /// samples when at least 20 with both labels exist, else the unsupervised one on all.
+    fn train_mixed(
+        &self,
+        events: &[Value],
+        labels: &[Option<bool>],
+        contamination: f64,
+        handle: &TrainHandle,
+    ) -> Result<TrainedModel> {
+        let (ev, ls): (Vec<Value>, Vec<bool>) = events
+            .iter()
+            .zip(labels)
+            .filter_map(|(e, l)| l.map(|l| (e.clone(), l)))
+            .unzip();
+        let positives = ls.iter().filter(|l| **l).count();
+        if ls.len() >= 20 && positives > 0 && positives < ls.len() {
+            self.train(&ev, Some(&ls), contamination, handle)
+        } else {
+            self.train(events, None, contamination, handle)
+        }
+    }
     /// Loads a stored version; refuses mismatched feature/library versions.
     fn load(&self, stored: &StoredModel) -> Result<Arc<dyn LoadedModel>>;
 }
@@ -419,24 +441,12 @@ impl Trainer for AnomalyTrainer {
     async fn train(&self, ctx: TrainCtx) -> Result<TrainedModel> {
         let (events, labels) = self.detector.training_set(ctx.tenant).await?;
         ctx.handle.progress(0.05)?;
-        // Supervised when at least 20 labelled samples with both labels (contract 15.3).
-        let labelled: Vec<(Value, bool)> = events
-            .iter()
-            .zip(&labels)
-            .filter_map(|(e, l)| l.map(|l| (e.clone(), l)))
-            .collect();
-        let positives = labelled.iter().filter(|(_, l)| *l).count();
-        let supervised = labelled.len() >= 20 && positives > 0 && positives < labelled.len();
+        // The codec decides between supervised and unsupervised (`train_mixed`).
         let codec = self.detector.codec.clone();
         let contamination = self.detector.config.contamination;
         let handle = ctx.handle.clone();
         tokio::task::spawn_blocking(move || {
-            if supervised {
-                let (ev, ls): (Vec<Value>, Vec<bool>) = labelled.into_iter().unzip();
-                codec.train(&ev, Some(&ls), contamination, &handle)
-            } else {
-                codec.train(&events, None, contamination, &handle)
-            }
+            codec.train_mixed(&events, &labels, contamination, &handle)
         })
         .await
         .map_err(|e| Error::internal_msg(format!("anomaly training panicked: {e}")))?

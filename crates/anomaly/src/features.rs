@@ -1,0 +1,957 @@
+//! Features of one audit event (or report / feedback `event_data`): one definition, used for
+//! training and for scoring ([`FEATURE_VERSION`]).
+//!
+//! An event is a JSON object: `action`, `resource`, optional `agent_id`, `timestamp`,
+//! `is_approved`, `reasoning`, and any other members (`input`, `output`, `context`, …)
+//! whose leaves are read wherever they sit (a status code counts the same under `output`
+//! as under `context`). The features are computed against [`Vocab`], the statistics of the
+//! tenant's history that the model stores:
+//!
+//! - rarity (`ln((n+1)/(c+1))`) of the action, (action, resource prefix), (agent, action)
+//!   and (agent, action, resource prefix);
+//! - hashed character trigrams (lowercase, digits folded) of the resource and of the string
+//!   leaves: mean surprise under the history's trigram model, share and number of trigrams the
+//!   history never showed, the rarest token, the rarest (key, value) of short strings — where
+//!   injections, traversal and markup show;
+//! - meta-character count and punctuation share, string and resource length;
+//! - numeric leaves: the largest deviation (in standard deviations of `ln(1+|v|)`) from the
+//!   history of the same key, the rarest (key, value) of small integers (status codes);
+//! - shape: leaf count, depth, rarity of the key set, share of keys the history never showed;
+//! - reasoning length, rarity of the hour of day, the approval flag;
+//! - the agent's burst: its events among the last [`WINDOW`] against its share of the
+//!   history (`ln((k+1)/(W·p+1))`), and the rarity of the action among the agent's last
+//!   [`AGENT_WINDOW`] actions (recent rate and mix, independent of the pace);
+//! - the rarity of each string's shape (character classes and length) under its key, query
+//!   parameters of the resource included (a letter in a numeric field, a long value).
+//!
+//! Strings are percent-decoded before they are read.
+//!
+//! Training computes each event's features leave-one-out (its own counts removed), so that
+//! an event seen once in the history looks as rare as an unseen one at scoring time.
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The feature definition; a stored model built with another one is refused at load.
+pub const FEATURE_VERSION: &str = "steward-anomaly-features-3 (dense 29, bag 128)";
+/// Number of dense features.
+pub const DENSE: usize = 29;
+/// Number of hashed trigram buckets of the supervised model's bag.
+pub const BAG: usize = 128;
+/// Trigram table size of the history's character model.
+const TRIGRAMS: usize = 1 << 16;
+/// Recent events over which the agent's burst is taken.
+pub const WINDOW: usize = 16;
+/// Recent actions of an agent over which the action mix is taken.
+pub const AGENT_WINDOW: usize = 32;
+
+/// Names of the dense features, in order.
+pub const NAMES: [&str; DENSE] = [
+    "action_rarity",
+    "action_prefix_rarity",
+    "agent_action_rarity",
+    "agent_action_prefix_rarity",
+    "resource_trigram_surprise",
+    "resource_unseen_trigram_share",
+    "resource_token_rarity_max",
+    "resource_length",
+    "strings_trigram_surprise",
+    "strings_unseen_trigram_share",
+    "strings_unseen_trigrams",
+    "strings_token_rarity_max",
+    "string_value_rarity_max",
+    "strings_length",
+    "meta_characters",
+    "punctuation_share",
+    "numeric_deviation_max",
+    "numeric_value_rarity_max",
+    "numeric_leaves",
+    "leaves",
+    "depth",
+    "key_set_rarity",
+    "unseen_key_share",
+    "reasoning_length",
+    "hour_rarity",
+    "approved",
+    "agent_burst",
+    "agent_action_mix_rarity",
+    "string_shape_rarity_max",
+];
+
+/// Members that are not payload.
+const META: [&str; 17] = [
+    "agent_id",
+    "agent_name",
+    "action",
+    "resource",
+    "timestamp",
+    "is_approved",
+    "risk_score",
+    "reasoning",
+    "reason",
+    "id",
+    "seq",
+    "tenant_id",
+    "user_id",
+    "hash",
+    "prev_hash",
+    "signature",
+    "source",
+];
+
+/// A hasher for keys that are already hashes.
+#[derive(Default, Clone, Copy)]
+pub struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 << 8) ^ u64::from(*b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+type IdMap<V> = HashMap<u64, V, BuildHasherDefault<IdHasher>>;
+
+const FNV: u64 = 0xcbf2_9ce4_8422_2325;
+const PRIME: u64 = 0x0000_0100_0000_01b3;
+
+#[inline]
+fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(PRIME);
+    }
+    h
+}
+
+#[inline]
+fn mix(h: u64, k: u64) -> u64 {
+    let x = (h ^ k.rotate_left(29)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    x ^ (x >> 31)
+}
+
+/// Kinds of counted categories (salts of their hashes).
+mod kind {
+    pub const ACTION: u64 = 1;
+    pub const ACTION_PREFIX: u64 = 2;
+    pub const AGENT_ACTION: u64 = 3;
+    pub const AGENT_ACTION_PREFIX: u64 = 4;
+    pub const TOKEN: u64 = 5;
+    pub const STR_VALUE: u64 = 6;
+    pub const NUM_VALUE: u64 = 7;
+    pub const KEY_SET: u64 = 8;
+    pub const KEY: u64 = 9;
+    pub const AGENT: u64 = 10;
+    pub const SHAPE: u64 = 11;
+}
+
+/// Folds a byte for the character model: ASCII lowercase, digits to `0`.
+#[inline]
+fn fold(b: u8) -> u8 {
+    match b {
+        b'0'..=b'9' => b'0',
+        b'A'..=b'Z' => b + 32,
+        _ => b,
+    }
+}
+
+#[inline]
+fn is_meta(b: u8) -> bool {
+    matches!(
+        b,
+        b'<' | b'>'
+            | b'\''
+            | b'"'
+            | b'('
+            | b')'
+            | b';'
+            | b'{'
+            | b'}'
+            | b'['
+            | b']'
+            | b'$'
+            | b'|'
+            | b'`'
+            | b'\\'
+            | b'%'
+            | b'*'
+            | b'!'
+            | b'^'
+            | b'~'
+    ) || b < 0x20
+}
+
+/// Streaming statistics of a numeric key.
+#[derive(Serialize, Deserialize, Clone, Copy, Default, Debug)]
+struct NumStat {
+    n: f64,
+    sum: f64,
+    sq: f64,
+}
+
+/// The statistics of a tenant's history the features are computed against.
+#[derive(Serialize, Deserialize, Clone, Debug)]
+pub struct Vocab {
+    /// Events in the history.
+    n: f64,
+    /// Counts of categories (salted hashes).
+    #[serde(with = "pairs")]
+    counts: IdMap<u32>,
+    /// Trigram counts (hashed), and their total.
+    #[serde(with = "sparse")]
+    trigrams: Vec<u32>,
+    trigram_total: f64,
+    /// Per numeric key: statistics of `ln(1+|v|)`.
+    #[serde(with = "pairs")]
+    numbers: IdMap<NumStat>,
+    hours: [u32; 24],
+    /// The approval flag imputed when an event has none.
+    approved_default: f32,
+    /// The last (agent, action) pairs of the history, seeding the live window.
+    tail: Vec<(u64, u64)>,
+}
+
+mod pairs {
+    use super::IdMap;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer, V: Serialize + Copy>(
+        m: &IdMap<V>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        let mut v: Vec<(u64, V)> = m.iter().map(|(k, v)| (*k, *v)).collect();
+        v.sort_by_key(|p| p.0);
+        v.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>, V: Deserialize<'de>>(
+        d: D,
+    ) -> Result<IdMap<V>, D::Error> {
+        let v: Vec<(u64, V)> = Vec::deserialize(d)?;
+        Ok(v.into_iter().collect())
+    }
+}
+
+mod sparse {
+    use super::TRIGRAMS;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(t: &[u32], s: S) -> Result<S::Ok, S::Error> {
+        let v: Vec<(u32, u32)> = t
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| **c > 0)
+            .map(|(i, c)| (i as u32, *c))
+            .collect();
+        v.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u32>, D::Error> {
+        let v: Vec<(u32, u32)> = Vec::deserialize(d)?;
+        let mut t = vec![0u32; TRIGRAMS];
+        for (i, c) in v {
+            if let Some(slot) = t.get_mut(i as usize) {
+                *slot = c;
+            }
+        }
+        Ok(t)
+    }
+}
+
+/// The parts of an event the features need (borrowed, no allocation).
+struct Parts<'a> {
+    action: &'a str,
+    resource: &'a str,
+    agent: u64,
+    hour: usize,
+    approved: Option<bool>,
+    reasoning_len: usize,
+}
+
+fn agent_hash(e: &Value) -> u64 {
+    match e.get("agent_id") {
+        Some(Value::String(s)) => fnv(FNV, s.as_bytes()),
+        Some(Value::Number(n)) => fnv(FNV, &n.as_f64().unwrap_or(0.0).to_le_bytes()),
+        _ => 0,
+    }
+}
+
+fn hour_of(e: &Value) -> usize {
+    let ts = e.get("timestamp").and_then(Value::as_str).unwrap_or("");
+    let b = ts.as_bytes();
+    if b.len() >= 13 && b[10] == b'T' && b[11].is_ascii_digit() && b[12].is_ascii_digit() {
+        let h = usize::from(b[11] - b'0') * 10 + usize::from(b[12] - b'0');
+        if h < 24 {
+            return h;
+        }
+    }
+    usize::from(time::OffsetDateTime::now_utc().hour())
+}
+
+fn parts(e: &Value) -> Parts<'_> {
+    let reasoning_len = match e.get("reasoning") {
+        Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).map(str::len).sum(),
+        Some(Value::String(s)) => s.len(),
+        _ => 0,
+    };
+    Parts {
+        action: e.get("action").and_then(Value::as_str).unwrap_or(""),
+        resource: e.get("resource").and_then(Value::as_str).unwrap_or(""),
+        agent: agent_hash(e),
+        hour: hour_of(e),
+        approved: e.get("is_approved").and_then(Value::as_bool),
+        reasoning_len,
+    }
+}
+
+/// The resource prefix: the path before any query, digits folded, its first 3 segments.
+fn prefix_hash(resource: &str) -> u64 {
+    let path = resource.split(['?', '#']).next().unwrap_or("");
+    let mut h = FNV;
+    let mut segments = 0;
+    for b in path.trim_start_matches('/').bytes() {
+        if b == b'/' {
+            segments += 1;
+            if segments == 3 {
+                break;
+            }
+        }
+        h = fnv(h, &[fold(b)]);
+    }
+    h
+}
+
+fn rarity(n: f64, c: f64) -> f32 {
+    ((n + 1.0) / (c.max(0.0) + 1.0)).ln() as f32
+}
+
+/// Sliding windows of recent (agent, action) pairs: the live state of the rate/mix features.
+#[derive(Clone, Debug, Default)]
+pub struct Window {
+    recent: VecDeque<u64>,
+    per_agent: IdMap<VecDeque<u64>>,
+}
+
+impl Window {
+    /// The agent's events among the last [`WINDOW`] and feature 27
+    /// (`agent_action_mix_rarity`) of an event, then records it.
+    pub fn observe_event(&mut self, e: &Value) -> (f32, f32) {
+        let (agent, action) = Vocab::window_keys(e);
+        self.observe(agent, action)
+    }
+
+    fn observe(&mut self, agent: u64, action: u64) -> (f32, f32) {
+        let share = self.recent.iter().filter(|a| **a == agent).count() as f32;
+        let mine = self.per_agent.entry(agent).or_default();
+        let mix = if mine.is_empty() {
+            0.0
+        } else {
+            let same = mine.iter().filter(|a| **a == action).count() as f64;
+            rarity(mine.len() as f64, same)
+        };
+        if mine.len() == AGENT_WINDOW {
+            mine.pop_front();
+        }
+        mine.push_back(action);
+        if self.recent.len() == WINDOW {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(agent);
+        (share, mix)
+    }
+}
+
+/// Accumulates string statistics of an event.
+#[derive(Default)]
+struct Text {
+    nll: f64,
+    grams: u32,
+    unseen: u32,
+    token_max: f32,
+    chars: usize,
+    meta: u32,
+    punct: u32,
+}
+
+/// Feature scratch for one event.
+struct Walk<'a> {
+    vocab: &'a Vocab,
+    /// Hash of (action, resource prefix): numeric leaves are compared per endpoint.
+    endpoint: u64,
+    /// Leave-one-out (training): the event's own counts are removed.
+    loo: f64,
+    strings: Text,
+    value_rarity: f32,
+    num_dev: f32,
+    num_value_rarity: f32,
+    numeric: u32,
+    leaves: u32,
+    depth: u32,
+    key_set: u64,
+    keys: u32,
+    unseen_keys: u32,
+    bag: Option<&'a mut [f32; BAG]>,
+    shape_rarity: f32,
+}
+
+impl Vocab {
+    fn count(&self, h: u64) -> f64 {
+        f64::from(self.counts.get(&h).copied().unwrap_or(0))
+    }
+
+    fn rare(&self, h: u64, loo: f64) -> f32 {
+        rarity(self.n - loo, self.count(h) - loo)
+    }
+
+    /// Adds the trigrams and tokens of a string to `t`.
+    fn text(&self, s: &str, loo: f64, t: &mut Text, mut bag: Option<&mut [f32; BAG]>) {
+        let mut buf = [0u8; 512];
+        let bytes = decode(s.as_bytes(), &mut buf);
+        t.chars += bytes.len();
+        let denom = self.trigram_total - loo + TRIGRAMS as f64 * 0.01;
+        let (mut a, mut b) = (b'^', b'^');
+        let mut token = FNV;
+        let mut token_len = 0;
+        for i in 0..=bytes.len() {
+            let c = if i < bytes.len() {
+                fold(bytes[i])
+            } else {
+                b'$'
+            };
+            if i < bytes.len() {
+                if is_meta(bytes[i]) {
+                    t.meta += 1;
+                }
+                if bytes[i].is_ascii_punctuation() {
+                    t.punct += 1;
+                }
+            }
+            let idx = trigram(a, b, c);
+            let cnt = (f64::from(self.trigrams[idx]) - loo).max(0.0);
+            t.nll -= ((cnt + 0.01) / denom.max(1.0)).ln();
+            t.grams += 1;
+            if cnt < 0.5 {
+                t.unseen += 1;
+            }
+            if let Some(bag) = bag.as_deref_mut() {
+                bag[idx % BAG] += 1.0;
+            }
+            a = b;
+            b = c;
+            if c.is_ascii_alphanumeric() || c >= 0x80 {
+                token = fnv(token, &[c]);
+                token_len += 1;
+            } else if token_len > 0 {
+                let r = self.rare(mix(token, kind::TOKEN), loo);
+                t.token_max = t.token_max.max(r);
+                token = FNV;
+                token_len = 0;
+            }
+        }
+    }
+
+    fn walk(&self, w: &mut Walk<'_>, key: u64, v: &Value, depth: u32) {
+        w.depth = w.depth.max(depth);
+        match v {
+            Value::Object(m) => {
+                for (k, v) in m {
+                    if depth == 0 && META.contains(&k.as_str()) {
+                        continue;
+                    }
+                    let kh = fnv(FNV, k.as_bytes());
+                    w.key_set = w.key_set.wrapping_add(mix(kh, u64::from(depth)));
+                    w.keys += 1;
+                    if self.count(mix(kh, kind::KEY)) - w.loo < 0.5 {
+                        w.unseen_keys += 1;
+                    }
+                    self.walk(w, kh, v, depth + 1);
+                }
+            }
+            Value::Array(a) => {
+                for v in a {
+                    self.walk(w, key, v, depth + 1);
+                }
+            }
+            Value::String(s) => {
+                w.leaves += 1;
+                self.text(s, w.loo, &mut w.strings, w.bag.as_deref_mut());
+                if s.len() <= 64 {
+                    let r = self.rare(mix(value_hash(key, s.as_bytes()), kind::STR_VALUE), w.loo);
+                    w.value_rarity = w.value_rarity.max(r);
+                }
+                let r = self.rare(mix(shape(key, s.as_bytes()), kind::SHAPE), w.loo);
+                w.shape_rarity = w.shape_rarity.max(r);
+            }
+            Value::Number(n) => {
+                w.leaves += 1;
+                w.numeric += 1;
+                let x = n.as_f64().unwrap_or(0.0);
+                let lx = x.abs().ln_1p();
+                // The endpoint's own statistics when it has enough, else the key's.
+                let own = self
+                    .numbers
+                    .get(&mix(key, w.endpoint))
+                    .filter(|st| st.n - w.loo >= 20.0);
+                if let Some(st) = own.or_else(|| self.numbers.get(&key)) {
+                    let cnt = st.n - w.loo;
+                    if cnt >= 2.0 {
+                        let mean = (st.sum - w.loo * lx) / cnt;
+                        let var = ((st.sq - w.loo * lx * lx) / cnt - mean * mean).max(0.0);
+                        let z = (lx - mean).abs() / (var.sqrt() + 0.05);
+                        w.num_dev = w.num_dev.max(z.min(50.0) as f32);
+                    }
+                }
+                if x.fract() == 0.0 && (0.0..1000.0).contains(&x) {
+                    let r = self.rare(mix(fnv(key, &x.to_le_bytes()), kind::NUM_VALUE), w.loo);
+                    w.num_value_rarity = w.num_value_rarity.max(r);
+                }
+            }
+            Value::Bool(b) => {
+                w.leaves += 1;
+                let r = self.rare(mix(fnv(key, &[u8::from(*b) + 1]), kind::STR_VALUE), w.loo);
+                w.value_rarity = w.value_rarity.max(r);
+            }
+            Value::Null => w.leaves += 1,
+        }
+    }
+
+    /// The dense features of `e` (and the trigram bag when asked), given the window state
+    /// (`agent_share`, `agent_action_mix_rarity`). `loo` = 1 while featurising the history.
+    fn features(
+        &self,
+        e: &Value,
+        window: (f32, f32),
+        loo: f64,
+        out: &mut [f32; DENSE],
+        mut bag: Option<&mut [f32; BAG]>,
+    ) {
+        let p = parts(e);
+        let agent_of = p.agent;
+        let act = fnv(FNV, p.action.as_bytes());
+        let pre = prefix_hash(p.resource);
+        out[0] = self.rare(mix(act, kind::ACTION), loo);
+        out[1] = self.rare(mix(mix(act, pre), kind::ACTION_PREFIX), loo);
+        out[2] = self.rare(mix(mix(act, p.agent), kind::AGENT_ACTION), loo);
+        out[3] = self.rare(
+            mix(mix(mix(act, p.agent), pre), kind::AGENT_ACTION_PREFIX),
+            loo,
+        );
+        let mut res = Text::default();
+        self.text(p.resource, loo, &mut res, bag.as_deref_mut());
+        out[4] = (res.nll / f64::from(res.grams.max(1))) as f32;
+        out[5] = res.unseen as f32 / res.grams.max(1) as f32;
+        out[6] = res.token_max;
+        out[7] = (p.resource.len() as f32).ln_1p();
+        let mut w = Walk {
+            vocab: self,
+            endpoint: mix(act, pre),
+            loo,
+            strings: Text::default(),
+            value_rarity: 0.0,
+            num_dev: 0.0,
+            num_value_rarity: 0.0,
+            numeric: 0,
+            leaves: 0,
+            depth: 0,
+            key_set: 0,
+            keys: 0,
+            unseen_keys: 0,
+            bag,
+            shape_rarity: 0.0,
+        };
+        for (k, val) in query(p.resource) {
+            let kh = fnv(FNV, k);
+            w.keys += 1;
+            if self.count(mix(kh, kind::KEY)) - loo < 0.5 {
+                w.unseen_keys += 1;
+            }
+            let r = self.rare(mix(value_hash(kh, val), kind::STR_VALUE), loo);
+            w.value_rarity = w.value_rarity.max(r);
+            let r = self.rare(mix(shape(kh, val), kind::SHAPE), loo);
+            w.shape_rarity = w.shape_rarity.max(r);
+        }
+        self.walk(&mut w, FNV, e, 0);
+        let s = &w.strings;
+        out[8] = (s.nll / f64::from(s.grams.max(1))) as f32;
+        out[9] = s.unseen as f32 / s.grams.max(1) as f32;
+        out[10] = (s.unseen as f32).ln_1p();
+        out[11] = s.token_max;
+        out[12] = w.value_rarity;
+        out[13] = (s.chars as f32).ln_1p();
+        out[14] = ((s.meta + res.meta) as f32).ln_1p();
+        out[15] = (s.punct + res.punct) as f32 / (s.chars + p.resource.len()).max(1) as f32;
+        out[16] = w.num_dev;
+        out[17] = w.num_value_rarity;
+        out[18] = (w.numeric as f32).ln_1p();
+        out[19] = (w.leaves as f32).ln_1p();
+        out[20] = w.depth as f32;
+        out[21] = w.vocab.rare(mix(w.key_set, kind::KEY_SET), loo);
+        out[22] = w.unseen_keys as f32 / w.keys.max(1) as f32;
+        out[23] = (p.reasoning_len as f32).ln_1p();
+        let hour = f64::from(self.hours[p.hour]) - loo;
+        out[24] = rarity(self.n - loo, hour);
+        out[25] = p
+            .approved
+            .map_or(self.approved_default, |a| f32::from(u8::from(a)));
+        let p_agent = self.count(mix(agent_of, kind::AGENT)) / self.n.max(1.0);
+        out[26] = ((f64::from(window.0) + 1.0) / (WINDOW as f64 * p_agent + 1.0)).ln() as f32;
+        out[27] = window.1;
+        out[28] = w.shape_rarity;
+        if let Some(bag) = w.bag {
+            let norm = bag.iter().map(|x| x * x).sum::<f32>().sqrt();
+            if norm > 0.0 {
+                bag.iter_mut().for_each(|x| *x /= norm);
+            }
+        }
+    }
+
+    /// The action hash and agent hash the window tracks.
+    fn window_keys(e: &Value) -> (u64, u64) {
+        let action = e.get("action").and_then(Value::as_str).unwrap_or("");
+        (agent_hash(e), fnv(FNV, action.as_bytes()))
+    }
+
+    /// Features of a live event: observes it in `window`.
+    pub fn featurize(
+        &self,
+        e: &Value,
+        window: &mut Window,
+        out: &mut [f32; DENSE],
+        bag: Option<&mut [f32; BAG]>,
+    ) {
+        let w = window.observe_event(e);
+        self.features(e, w, 0.0, out, bag);
+    }
+
+    /// Features of a live event whose window values were taken already
+    /// ([`Window::observe_event`]).
+    pub fn featurize_with(
+        &self,
+        e: &Value,
+        window: (f32, f32),
+        out: &mut [f32; DENSE],
+        bag: Option<&mut [f32; BAG]>,
+    ) {
+        self.features(e, window, 0.0, out, bag);
+    }
+
+    /// A window seeded with the end of the history.
+    pub fn window(&self) -> Window {
+        let mut w = Window::default();
+        for (agent, action) in &self.tail {
+            w.observe(*agent, *action);
+        }
+        w
+    }
+
+    /// Builds the statistics of a history. `progress` is called every 4096 events with the
+    /// fraction done and stops the work on error.
+    pub fn build<E>(
+        events: &[&Value],
+        mut progress: impl FnMut(f64) -> Result<(), E>,
+    ) -> Result<Vocab, E> {
+        let mut v = Vocab {
+            n: events.len() as f64,
+            counts: IdMap::default(),
+            trigrams: vec![0; TRIGRAMS],
+            trigram_total: 0.0,
+            numbers: IdMap::default(),
+            hours: [0; 24],
+            approved_default: 0.0,
+            tail: Vec::new(),
+        };
+        let mut approved = (0u64, 0u64);
+        for (i, e) in events.iter().enumerate() {
+            if i % 4096 == 0 {
+                progress(i as f64 / events.len().max(1) as f64)?;
+            }
+            let p = parts(e);
+            let act = fnv(FNV, p.action.as_bytes());
+            let pre = prefix_hash(p.resource);
+            let mut bump = |h: u64| *v.counts.entry(h).or_insert(0) += 1;
+            bump(mix(act, kind::ACTION));
+            bump(mix(mix(act, pre), kind::ACTION_PREFIX));
+            bump(mix(mix(act, p.agent), kind::AGENT_ACTION));
+            bump(mix(mix(mix(act, p.agent), pre), kind::AGENT_ACTION_PREFIX));
+            bump(mix(p.agent, kind::AGENT));
+            for (k, val) in query(p.resource) {
+                bump(mix(fnv(FNV, k), kind::KEY));
+                bump(mix(value_hash(fnv(FNV, k), val), kind::STR_VALUE));
+                bump(mix(shape(fnv(FNV, k), val), kind::SHAPE));
+            }
+            v.hours[p.hour] += 1;
+            if let Some(a) = p.approved {
+                if a {
+                    approved.0 += 1;
+                } else {
+                    approved.1 += 1;
+                }
+            }
+            v.count_text(p.resource);
+            let mut key_set = 0u64;
+            v.count_walk(FNV, mix(act, pre), e, 0, &mut key_set);
+            bump_map(&mut v.counts, mix(key_set, kind::KEY_SET));
+        }
+        v.approved_default = if approved.0 > approved.1 { 1.0 } else { 0.0 };
+        v.tail = events
+            .iter()
+            .rev()
+            .take(WINDOW)
+            .rev()
+            .map(|e| Self::window_keys(e))
+            .collect();
+        Ok(v)
+    }
+
+    fn count_text(&mut self, s: &str) {
+        let mut buf = [0u8; 512];
+        let bytes = decode(s.as_bytes(), &mut buf);
+        let (mut a, mut b) = (b'^', b'^');
+        let mut token = FNV;
+        let mut token_len = 0;
+        for i in 0..=bytes.len() {
+            let c = if i < bytes.len() {
+                fold(bytes[i])
+            } else {
+                b'$'
+            };
+            let idx = trigram(a, b, c);
+            self.trigrams[idx] = self.trigrams[idx].saturating_add(1);
+            self.trigram_total += 1.0;
+            a = b;
+            b = c;
+            if c.is_ascii_alphanumeric() || c >= 0x80 {
+                token = fnv(token, &[c]);
+                token_len += 1;
+            } else if token_len > 0 {
+                bump_map(&mut self.counts, mix(token, kind::TOKEN));
+                token = FNV;
+                token_len = 0;
+            }
+        }
+    }
+
+    fn count_walk(&mut self, key: u64, endpoint: u64, v: &Value, depth: u32, key_set: &mut u64) {
+        match v {
+            Value::Object(m) => {
+                for (k, v) in m {
+                    if depth == 0 && META.contains(&k.as_str()) {
+                        continue;
+                    }
+                    let kh = fnv(FNV, k.as_bytes());
+                    *key_set = key_set.wrapping_add(mix(kh, u64::from(depth)));
+                    bump_map(&mut self.counts, mix(kh, kind::KEY));
+                    self.count_walk(kh, endpoint, v, depth + 1, key_set);
+                }
+            }
+            Value::Array(a) => {
+                for v in a {
+                    self.count_walk(key, endpoint, v, depth + 1, key_set);
+                }
+            }
+            Value::String(s) => {
+                self.count_text(s);
+                if s.len() <= 64 {
+                    bump_map(
+                        &mut self.counts,
+                        mix(value_hash(key, s.as_bytes()), kind::STR_VALUE),
+                    );
+                }
+                bump_map(&mut self.counts, mix(shape(key, s.as_bytes()), kind::SHAPE));
+            }
+            Value::Number(n) => {
+                let x = n.as_f64().unwrap_or(0.0);
+                let lx = x.abs().ln_1p();
+                for k in [key, mix(key, endpoint)] {
+                    let st = self.numbers.entry(k).or_default();
+                    st.n += 1.0;
+                    st.sum += lx;
+                    st.sq += lx * lx;
+                }
+                if x.fract() == 0.0 && (0.0..1000.0).contains(&x) {
+                    bump_map(
+                        &mut self.counts,
+                        mix(fnv(key, &x.to_le_bytes()), kind::NUM_VALUE),
+                    );
+                }
+            }
+            Value::Bool(b) => bump_map(
+                &mut self.counts,
+                mix(fnv(key, &[u8::from(*b) + 1]), kind::STR_VALUE),
+            ),
+            Value::Null => {}
+        }
+    }
+
+    /// Features of the history itself, leave-one-out, in order (the window replayed).
+    pub fn featurize_history<E>(
+        &self,
+        events: &[&Value],
+        with_bag: bool,
+        mut progress: impl FnMut(f64) -> Result<(), E>,
+    ) -> Result<HistoryFeatures, E> {
+        let mut window = Window::default();
+        let mut dense = Vec::with_capacity(events.len());
+        let mut bags = Vec::with_capacity(if with_bag { events.len() } else { 0 });
+        for (i, e) in events.iter().enumerate() {
+            if i % 4096 == 0 {
+                progress(i as f64 / events.len().max(1) as f64)?;
+            }
+            let (agent, action) = Self::window_keys(e);
+            let w = window.observe(agent, action);
+            let mut out = [0f32; DENSE];
+            if with_bag {
+                let mut bag = [0f32; BAG];
+                self.features(e, w, 1.0, &mut out, Some(&mut bag));
+                bags.push(bag);
+            } else {
+                self.features(e, w, 1.0, &mut out, None);
+            }
+            dense.push(out);
+        }
+        Ok((dense, bags))
+    }
+
+    /// Features of one history event, leave-one-out, outside the window (zeros there).
+    pub fn featurize_loo(&self, e: &Value, out: &mut [f32; DENSE], bag: &mut [f32; BAG]) {
+        self.features(e, (0.0, 0.0), 1.0, out, Some(bag));
+    }
+
+    /// Features of extra events (labelled samples) without leave-one-out and without
+    /// touching a live window.
+    pub fn featurize_detached(&self, e: &Value, out: &mut [f32; DENSE], bag: &mut [f32; BAG]) {
+        self.features(e, (0.0, 0.0), 0.0, out, Some(bag));
+    }
+}
+
+/// Percent-decodes `s` into `buf` when it holds an escape (strings longer than the buffer
+/// are read as they are).
+fn decode<'a>(s: &'a [u8], buf: &'a mut [u8; 512]) -> &'a [u8] {
+    if s.len() > buf.len() || !s.contains(&b'%') {
+        return s;
+    }
+    let hex = |b: u8| match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    };
+    let (mut i, mut n) = (0, 0);
+    while i < s.len() {
+        let b = s[i];
+        if b == b'%' && i + 2 < s.len() {
+            if let (Some(h), Some(l)) = (hex(s[i + 1]), hex(s[i + 2])) {
+                buf[n] = h * 16 + l;
+                n += 1;
+                i += 3;
+                continue;
+            }
+        }
+        buf[n] = b;
+        n += 1;
+        i += 1;
+    }
+    &buf[..n]
+}
+
+/// The query parameters of a resource (`?k=v&k2=v2`), raw.
+fn query(resource: &str) -> impl Iterator<Item = (&[u8], &[u8])> {
+    let q = resource.split_once('?').map_or("", |(_, q)| q);
+    q.split('&').filter(|p| !p.is_empty()).map(|p| {
+        let (k, v) = p.split_once('=').unwrap_or((p, ""));
+        (k.as_bytes(), v.as_bytes())
+    })
+}
+
+/// Hash of a (key, value) pair, the value folded.
+fn value_hash(key: u64, v: &[u8]) -> u64 {
+    v.iter().fold(key, |h, b| fnv(h, &[fold(*b)]))
+}
+
+/// Hash of a (key, shape) pair: the character classes present and the length's magnitude.
+fn shape(key: u64, v: &[u8]) -> u64 {
+    let mut bits = 0u32;
+    for &b in v {
+        bits |= match b {
+            b'a'..=b'z' => 1,
+            b'A'..=b'Z' => 2,
+            b'0'..=b'9' => 4,
+            b' ' | b'+' => 8,
+            b'-' | b'_' | b'.' | b'@' | b':' | b'/' | b',' => 16,
+            b'%' => 32,
+            0x80.. => 64,
+            _ if is_meta(b) => 128,
+            _ => 256,
+        };
+    }
+    let len = usize::BITS - v.len().leading_zeros();
+    mix(key, u64::from(bits) << 8 | u64::from(len))
+}
+
+/// Dense features and (when asked) bags of a history.
+pub type HistoryFeatures = (Vec<[f32; DENSE]>, Vec<[f32; BAG]>);
+
+fn bump_map(m: &mut IdMap<u32>, h: u64) {
+    *m.entry(h).or_insert(0) += 1;
+}
+
+#[inline]
+fn trigram(a: u8, b: u8, c: u8) -> usize {
+    let h = (u32::from(a).wrapping_mul(0x9E37_79B1) ^ u32::from(b).wrapping_mul(0x85EB_CA77))
+        .wrapping_add(u32::from(c).wrapping_mul(0xC2B2_AE3D));
+    ((h ^ (h >> 15)) as usize) & (TRIGRAMS - 1)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    fn history() -> Vec<Value> {
+        (0..200)
+            .map(|i| {
+                json!({"agent_id": "a1", "action": "GET", "resource": format!("/api/items/{i}"),
+                       "input": {"q": "shoes", "page": i % 5}, "output": {"status": 200, "latency_ms": 40 + i % 7}})
+            })
+            .collect()
+    }
+
+    #[test]
+    fn unusual_payloads_stand_out() {
+        let h = history();
+        let refs: Vec<&Value> = h.iter().collect();
+        let v = Vocab::build::<()>(&refs, |_| Ok(())).unwrap();
+        let mut w = v.window();
+        let mut normal = [0f32; DENSE];
+        v.featurize(&h[3], &mut w, &mut normal, None);
+        let mut bad = [0f32; DENSE];
+        let attack = json!({"agent_id": "a1", "action": "GET", "resource": "/api/items/../../etc/passwd",
+            "input": {"q": "' OR 1=1 -- <script>", "page": 1}, "output": {"status": 500, "latency_ms": 9000}});
+        v.featurize(&attack, &mut w, &mut bad, None);
+        for i in [5, 9, 14, 16, 17] {
+            assert!(
+                bad[i] > normal[i],
+                "{}: {} vs {}",
+                NAMES[i],
+                bad[i],
+                normal[i]
+            );
+        }
+        // Round trip keeps the statistics.
+        let back: Vocab = serde_json::from_slice(&serde_json::to_vec(&v).unwrap()).unwrap();
+        let mut again = [0f32; DENSE];
+        back.featurize(&attack, &mut back.window(), &mut again, None);
+        assert_eq!(again[..26], bad[..26]);
+    }
+}

@@ -1,0 +1,123 @@
+//! The supervised model (contract 15.3): L2-regularised logistic regression fitted by
+//! smartcore (L-BFGS) on standardised features; the coefficients are copied out so that
+//! scoring is a dot product without allocation.
+
+use serde::{Deserialize, Serialize};
+use smartcore::linalg::basic::arrays::Array;
+use smartcore::linalg::basic::matrix::DenseMatrix;
+use smartcore::linear::logistic_regression::{LogisticRegression, LogisticRegressionParameters};
+use steward_core::{Error, Result};
+
+/// A fitted logistic regression over standardised inputs.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Logistic {
+    mean: Vec<f32>,
+    scale: Vec<f32>,
+    weights: Vec<f32>,
+    bias: f32,
+}
+
+impl Logistic {
+    /// Fits on `x` (row-major, `d` per row) and labels `y` (the class balance is the
+    /// caller's business: repeat rows to weigh them).
+    pub fn fit(x: &[f32], d: usize, y: &[bool], alpha: f64) -> Result<Logistic> {
+        let n = y.len();
+        if d == 0 || x.len() != n * d {
+            return Err(Error::internal_msg("supervised model: shape mismatch"));
+        }
+        let positives = y.iter().filter(|l| **l).count();
+        if positives == 0 || positives == n {
+            return Err(Error::internal_msg(
+                "supervised model: both labels are needed",
+            ));
+        }
+        let mut mean = vec![0f64; d];
+        let mut sq = vec![0f64; d];
+        for row in x.chunks(d) {
+            for (j, v) in row.iter().enumerate() {
+                mean[j] += f64::from(*v);
+                sq[j] += f64::from(*v) * f64::from(*v);
+            }
+        }
+        let nf = n as f64;
+        let mean: Vec<f64> = mean.iter().map(|m| m / nf).collect();
+        let scale: Vec<f64> = sq
+            .iter()
+            .zip(&mean)
+            .map(|(s, m)| {
+                let sd = (s / nf - m * m).max(0.0).sqrt();
+                if sd > 1e-6 {
+                    1.0 / sd
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        // Column-major standardised matrix.
+        let mut values = vec![0f64; n * d];
+        for (i, row) in x.chunks(d).enumerate() {
+            for (j, v) in row.iter().enumerate() {
+                values[j * n + i] = (f64::from(*v) - mean[j]) * scale[j];
+            }
+        }
+        let xm = DenseMatrix::new(n, d, values, true).map_err(Error::internal)?;
+        let ys: Vec<i32> = y.iter().map(|l| i32::from(*l)).collect();
+        let params = LogisticRegressionParameters::default().with_alpha(alpha);
+        let lr: LogisticRegression<f64, i32, DenseMatrix<f64>, Vec<i32>> =
+            LogisticRegression::fit(&xm, &ys, params).map_err(Error::internal)?;
+        let coef = lr.coefficients();
+        let weights: Vec<f32> = (0..d).map(|j| *coef.get((0, j)) as f32).collect();
+        let bias = *lr.intercept().get((0, 0)) as f32;
+        // smartcore orders classes ascending, so the model's class 1 is label 1.
+        Ok(Logistic {
+            mean: mean.iter().map(|m| *m as f32).collect(),
+            scale: scale.iter().map(|s| *s as f32).collect(),
+            weights,
+            bias,
+        })
+    }
+
+    /// The decision value `w·z + b` of a row.
+    pub fn decision(&self, row: &[f32]) -> f64 {
+        let mut s = f64::from(self.bias);
+        for (j, v) in row.iter().enumerate().take(self.weights.len()) {
+            let z = (v - self.mean[j]) * self.scale[j];
+            s += f64::from(z * self.weights[j]);
+        }
+        s
+    }
+
+    /// P(anomaly) of a row.
+    pub fn prob(&self, row: &[f32]) -> f64 {
+        1.0 / (1.0 + (-self.decision(row)).exp())
+    }
+
+    /// Number of inputs.
+    pub fn inputs(&self) -> usize {
+        self.weights.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn separates_and_round_trips() {
+        let mut x = Vec::new();
+        let mut y = Vec::new();
+        for i in 0..200 {
+            let pos = i % 5 == 0;
+            let noise = ((i * 37) % 11) as f32 / 11.0;
+            x.extend([if pos { 3.0 } else { 0.0 } + noise, noise * 2.0]);
+            y.push(pos);
+        }
+        let m = Logistic::fit(&x, 2, &y, 1.0).unwrap();
+        assert!(m.prob(&[3.5, 0.5]) > 0.8);
+        assert!(m.prob(&[0.2, 0.5]) < 0.2);
+        let back: Logistic = serde_json::from_slice(&serde_json::to_vec(&m).unwrap()).unwrap();
+        assert_eq!(back, m);
+        assert!(Logistic::fit(&x, 2, &[true; 200], 1.0).is_err());
+    }
+}

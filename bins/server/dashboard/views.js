@@ -282,7 +282,6 @@ async function audit(view) {
     try {
       const v = await get('/audit/verify');
       clear(verifyOut).append(badge(v.valid ? 'valid' : 'broken'), ` ${v.checked} entries checked`, v.first_bad_id ? ` · first bad ${v.first_bad_id}` : '');
-      verifyOut.firstChild.classList.add(v.valid ? 'approved' : 'rejected');
     } catch (e) { showError(err, e); verifyOut.textContent = ''; }
   };
   const exportButtons = can('audit.export')

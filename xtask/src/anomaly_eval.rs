@@ -843,7 +843,8 @@ fn start(bin: &Path, admin_key: &str) -> Result<(Server, String)> {
         .local_addr()?
         .port();
     let log = std::fs::File::create(dir.join("server.log"))?;
-    let child = Command::new(bin)
+    let bin = std::fs::canonicalize(bin).with_context(|| format!("{}", bin.display()))?;
+    let child = Command::new(&bin)
         .current_dir(&dir)
         .env("HOST", "127.0.0.1")
         .env("PORT", port.to_string())

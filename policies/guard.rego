@@ -17,7 +17,7 @@ signals := {
 
 # A classifier this confident is a strong signal: lower it, raise it, or delete this rule to
 # keep the classifier's say soft (weighted only).
-confident_classifier := 0.9
+confident_classifier := 0.85
 
 matches contains name if {
 	some name, pattern in signals

@@ -47,6 +47,20 @@ struct AgentCache {
     epoch: std::sync::atomic::AtomicU64,
 }
 
+/// Attempts of a read-modify-write whose status moved under it before giving up with 409.
+const SAVE_ATTEMPTS: u32 = 5;
+
+/// After a lost status race: go on (reload) unless the attempts are used up.
+fn lost_race(attempt: u32, a: &AgentRecord) -> Result<()> {
+    if attempt >= SAVE_ATTEMPTS {
+        return Err(Error::conflict(format!(
+            "agent {} changed concurrently; retry the request",
+            a.id.0
+        )));
+    }
+    Ok(())
+}
+
 /// An embedding is refreshed on heartbeat when older than this.
 const EMBEDDING_MAX_AGE: time::Duration = time::Duration::hours(1);
 pub const STATUSES: [&str; 4] = ["active", "inactive", "error", "suspended"];
@@ -576,17 +590,25 @@ impl Registry {
             .ok_or_else(|| Error::not_found(format!("agent {id} was not found")))
     }
 
-    async fn save(&self, a: &AgentRecord) -> Result<()> {
+    /// Writes the agent back only if its status is still `read_status`, the one it was read
+    /// with: a concurrent suspend, resume, heartbeat or inactivity sweep is never undone by a
+    /// write computed from the older row. `false`: the status moved; reload and decide again.
+    async fn save(&self, a: &AgentRecord, read_status: &str) -> Result<bool> {
         let id = a.id;
-        with_conn!(&self.db, conn => {
-            diesel::update(agents::table.filter(agents::id.eq(id)))
-                .set(a)
-                .execute(conn)
-                .await
-                .db()
+        let read_status = read_status.to_owned();
+        let written = with_conn!(&self.db, conn => {
+            diesel::update(
+                agents::table
+                    .filter(agents::id.eq(id))
+                    .filter(agents::status.eq(read_status.clone())),
+            )
+            .set(a)
+            .execute(conn)
+            .await
+            .db()
         })
         .map_err(|e| name_conflict(e, &a.name))?;
-        Ok(())
+        Ok(written == 1)
     }
 
     /// Registers an agent (status `active`) with its embedding; used by confirm too.
@@ -700,35 +722,43 @@ impl Registry {
     pub async fn update(&self, p: &Principal, id: &str, body: &Body) -> Result<AgentView> {
         p.authorize(Op::AgentsWrite)?;
         let input = read_input(&body.parse::<Value>()?, false)?;
-        let mut a = self.load(p, id).await?;
-        let before = previous(&a);
-        let now = clock::now();
-        let mut profile_changed = false;
-        if let Some(n) = input.name {
-            profile_changed |= n != a.name;
-            a.name = n;
-        }
-        if let Some(t) = input.agent_type {
-            profile_changed |= t != a.agent_type;
-            a.agent_type = t;
-        }
-        if let Some(c) = input.capabilities {
-            let c = json!(c);
-            profile_changed |= c != a.capabilities.0;
-            a.capabilities = Json(c);
-        }
-        if let Some(perm) = input.permissions {
-            a.permissions = Json(Value::Object(perm));
-        }
-        if let Some(v) = input.version {
-            a.version = v;
-        }
-        a.updated_at = Ts(now);
-        if profile_changed {
-            a.profile_changed_at = Ts(now);
-            self.reembed(&mut a, now).await;
-        }
-        self.save(&a).await?;
+        let mut attempt = 0;
+        let (a, before, profile_changed) = loop {
+            attempt += 1;
+            let mut a = self.load(p, id).await?;
+            let read_status = a.status.clone();
+            let before = previous(&a);
+            let now = clock::now();
+            let mut profile_changed = false;
+            if let Some(n) = &input.name {
+                profile_changed |= *n != a.name;
+                a.name = n.clone();
+            }
+            if let Some(t) = &input.agent_type {
+                profile_changed |= *t != a.agent_type;
+                a.agent_type = t.clone();
+            }
+            if let Some(c) = &input.capabilities {
+                let c = json!(c);
+                profile_changed |= c != a.capabilities.0;
+                a.capabilities = Json(c);
+            }
+            if let Some(perm) = &input.permissions {
+                a.permissions = Json(Value::Object(perm.clone()));
+            }
+            if let Some(v) = &input.version {
+                a.version = v.clone();
+            }
+            a.updated_at = Ts(now);
+            if profile_changed {
+                a.profile_changed_at = Ts(now);
+                self.reembed(&mut a, now).await;
+            }
+            if self.save(&a, &read_status).await? {
+                break (a, before, profile_changed);
+            }
+            lost_race(attempt, &a)?;
+        };
         self.agent_changed(Some((p.tenant, a.agent_id())));
         if profile_changed {
             self.changed(p.tenant, &a, false, before);
@@ -761,27 +791,35 @@ impl Registry {
             .unwrap_or("active")
             .to_owned();
         f.finish()?;
-        let mut a = self.load(p, id).await?;
-        let before = previous(&a);
-        if a.status == "suspended" {
-            return Err(Error::new(
-                ErrorKind::AgentSuspended,
-                format!("agent {} is suspended", a.id.0),
-            ));
-        }
-        let now = clock::now();
-        let status_changed = a.status != status;
-        a.status = status;
-        a.last_heartbeat = Some(Ts(now));
-        a.active_since = Ts(now);
-        a.updated_at = Ts(now);
-        let stale = a
-            .embedding_updated_at
-            .is_none_or(|t| now - t.0 > EMBEDDING_MAX_AGE || t.0 < a.profile_changed_at.0);
-        if stale {
-            self.reembed(&mut a, now).await;
-        }
-        self.save(&a).await?;
+        let mut attempt = 0;
+        let (a, before, status_changed, stale) = loop {
+            attempt += 1;
+            let mut a = self.load(p, id).await?;
+            let read_status = a.status.clone();
+            let before = previous(&a);
+            if a.status == "suspended" {
+                return Err(Error::new(
+                    ErrorKind::AgentSuspended,
+                    format!("agent {} is suspended", a.id.0),
+                ));
+            }
+            let now = clock::now();
+            let status_changed = a.status != status;
+            a.status = status.clone();
+            a.last_heartbeat = Some(Ts(now));
+            a.active_since = Ts(now);
+            a.updated_at = Ts(now);
+            let stale = a
+                .embedding_updated_at
+                .is_none_or(|t| now - t.0 > EMBEDDING_MAX_AGE || t.0 < a.profile_changed_at.0);
+            if stale {
+                self.reembed(&mut a, now).await;
+            }
+            if self.save(&a, &read_status).await? {
+                break (a, before, status_changed, stale);
+            }
+            lost_race(attempt, &a)?;
+        };
         if status_changed {
             self.agent_changed(Some((p.tenant, a.agent_id())));
         }
@@ -794,15 +832,22 @@ impl Registry {
     /// `POST /agents/{id}/suspend` (idempotent).
     pub async fn suspend(&self, p: &Principal, id: &str) -> Result<AgentView> {
         p.authorize(Op::AgentsSuspend)?;
-        let mut a = self.load(p, id).await?;
-        if a.status != "suspended" {
-            a.status = "suspended".into();
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let mut a = self.load(p, id).await?;
+            if a.status == "suspended" {
+                return Ok((&a).into());
+            }
+            let read_status = std::mem::replace(&mut a.status, "suspended".into());
             a.updated_at = Ts(clock::now());
-            self.save(&a).await?;
-            self.agent_changed(Some((p.tenant, a.agent_id())));
-            self.event("agent.suspended", p.tenant, &a);
+            if self.save(&a, &read_status).await? {
+                self.agent_changed(Some((p.tenant, a.agent_id())));
+                self.event("agent.suspended", p.tenant, &a);
+                return Ok((&a).into());
+            }
+            lost_race(attempt, &a)?;
         }
-        Ok((&a).into())
     }
 
     /// `POST /agents/{id}/resume`: only a suspended agent; restarts the inactivity clock.
@@ -819,7 +864,13 @@ impl Registry {
         a.status = "active".into();
         a.active_since = Ts(now);
         a.updated_at = Ts(now);
-        self.save(&a).await?;
+        if !self.save(&a, "suspended").await? {
+            // Resumed (or deleted) meanwhile by someone else.
+            return Err(Error::conflict(format!(
+                "agent {} is not suspended",
+                a.id.0
+            )));
+        }
         self.agent_changed(Some((p.tenant, a.agent_id())));
         self.event("agent.resumed", p.tenant, &a);
         Ok((&a).into())

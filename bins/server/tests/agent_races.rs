@@ -39,7 +39,12 @@ app_test!(suspend_wins_over_a_concurrent_heartbeat_or_update, |app| {
         let got = app
             .call("GET", &format!("/api/v1/agents/{agent}"), &key, None)
             .await;
-        assert_eq!(got.json()["status"], "suspended", "round {round}: {}", got.text());
+        assert_eq!(
+            got.json()["status"],
+            "suspended",
+            "round {round}: {}",
+            got.text()
+        );
         // A heartbeat after the suspension is refused.
         let late = app
             .call(

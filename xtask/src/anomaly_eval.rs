@@ -797,8 +797,47 @@ fn in_process(
             .map(|r| live.score(&with_agent(&r.event, &ids[r.agent])))
             .collect()
     };
+    if std::env::var_os("ANOMALY_EVAL_DEBUG").is_some() {
+        println!("  tail {:?}", model.tail_thresholds());
+        let mut probe = holdout
+            .iter()
+            .filter(|r| r.attack == Some("abnormal_latency"))
+            .take(3)
+            .collect::<Vec<_>>();
+        probe.extend(holdout.iter().filter(|r| r.attack.is_none()).take(2));
+        for r in probe {
+            let mut d = [0f32; steward_anomaly::features::DENSE];
+            let mut b = [0f32; steward_anomaly::features::BAG];
+            model.features(&with_agent(&r.event, &ids[r.agent]), None, &mut d, &mut b);
+            println!(
+                "  {:?} forest {:.3} tail {:.3} {:?}",
+                r.attack,
+                model.forest.score(&d),
+                model.tail(&d),
+                d
+            );
+        }
+    }
     let s = score_all(model);
     let auc = auc_of(&s, holdout, &|_| true);
+    if std::env::var_os("ANOMALY_EVAL_DEBUG").is_some() {
+        let mut idx: Vec<usize> = (0..holdout.len()).collect();
+        idx.sort_by(|a, b| s[*b].total_cmp(&s[*a]));
+        for &i in idx.iter().filter(|i| holdout[**i].attack.is_none()).take(8) {
+            println!("  top normal {:.4} {}", s[i], holdout[i].event);
+        }
+        for &i in idx
+            .iter()
+            .rev()
+            .filter(|i| holdout[**i].attack.is_some_and(|c| c != "request_burst"))
+            .take(8)
+        {
+            println!(
+                "  bottom attack {:.4} {:?} {}",
+                s[i], holdout[i].attack, holdout[i].event
+            );
+        }
+    }
     println!("\n### In process\n\nunsupervised: ROC-AUC {auc:.4} (training {train_s:.2} s)\n  per class: {}", per_class(&s, holdout));
     let lab = labelled_fifth(holdout);
     let mut events = hist.clone();
@@ -1025,6 +1064,8 @@ async fn http(
         per_class(&s1, holdout)
     );
     let lab = labelled_fifth(holdout);
+    // The first connection idled while the reports were sent on another: open a new one.
+    let mut c = Conn::open(&addr).await?;
     for &i in &lab {
         let body = json!({"event_data": with_agent(&holdout[i].event, &ids[holdout[i].agent]), "label": 1, "source": "anomaly-eval"});
         let (s, b) = call(

@@ -358,6 +358,11 @@ impl Model {
         self.vocab.featurize_with(e, w, dense, bag);
     }
 
+    /// The tail thresholds `(feature, p99.9, scale)` (diagnostics).
+    pub fn tail_thresholds(&self) -> &[(usize, f32, f32)] {
+        &self.tail
+    }
+
     /// Whether the supervised part exists.
     pub fn is_supervised(&self) -> bool {
         self.supervised.is_some()

@@ -316,13 +316,18 @@ fn parts(e: &Value) -> Parts<'_> {
 
 /// The resource prefix: the path before any query, digits folded, its first 3 segments.
 fn prefix_hash(resource: &str) -> u64 {
+    path_hash(resource, 3)
+}
+
+/// The path before any query, digits folded, its first `max` segments.
+fn path_hash(resource: &str, max: usize) -> u64 {
     let path = resource.split(['?', '#']).next().unwrap_or("");
     let mut h = FNV;
     let mut segments = 0;
     for b in path.trim_start_matches('/').bytes() {
         if b == b'/' {
             segments += 1;
-            if segments == 3 {
+            if segments == max {
                 break;
             }
         }
@@ -386,8 +391,9 @@ struct Text {
 /// Feature scratch for one event.
 struct Walk<'a> {
     vocab: &'a Vocab,
-    /// Hash of (action, resource prefix): numeric leaves are compared per endpoint.
-    endpoint: u64,
+    /// Hashes of (action, whole path) and (action, resource prefix): numeric leaves are
+    /// compared per endpoint.
+    endpoint: [u64; 2],
     /// Leave-one-out (training): the event's own counts are removed.
     loo: f64,
     strings: Text,
@@ -498,11 +504,15 @@ impl Vocab {
                 let x = n.as_f64().unwrap_or(0.0);
                 let lx = x.abs().ln_1p();
                 // The endpoint's own statistics when it has enough, else the key's.
-                let own = self
-                    .numbers
-                    .get(&mix(key, w.endpoint))
-                    .filter(|st| st.n - w.loo >= 20.0);
-                if let Some(st) = own.or_else(|| self.numbers.get(&key)) {
+                let own = |ep: u64| {
+                    self.numbers
+                        .get(&mix(key, ep))
+                        .filter(|st| st.n - w.loo >= 20.0)
+                };
+                let st = own(w.endpoint[0])
+                    .or_else(|| own(w.endpoint[1]))
+                    .or_else(|| self.numbers.get(&key));
+                if let Some(st) = st {
                     let cnt = st.n - w.loo;
                     if cnt >= 2.0 {
                         let mean = (st.sum - w.loo * lx) / cnt;
@@ -554,7 +564,7 @@ impl Vocab {
         out[7] = (p.resource.len() as f32).ln_1p();
         let mut w = Walk {
             vocab: self,
-            endpoint: mix(act, pre),
+            endpoint: [mix(act, path_hash(p.resource, usize::MAX)), mix(act, pre)],
             loo,
             strings: Text::default(),
             value_rarity: 0.0,
@@ -699,7 +709,8 @@ impl Vocab {
             }
             v.count_text(p.resource);
             let mut key_set = 0u64;
-            v.count_walk(FNV, mix(act, pre), e, 0, &mut key_set);
+            let endpoint = [mix(act, path_hash(p.resource, usize::MAX)), mix(act, pre)];
+            v.count_walk(FNV, endpoint, e, 0, &mut key_set);
             bump_map(&mut v.counts, mix(key_set, kind::KEY_SET));
         }
         v.approved_default = if approved.0 > approved.1 { 1.0 } else { 0.0 };
@@ -741,7 +752,14 @@ impl Vocab {
         }
     }
 
-    fn count_walk(&mut self, key: u64, endpoint: u64, v: &Value, depth: u32, key_set: &mut u64) {
+    fn count_walk(
+        &mut self,
+        key: u64,
+        endpoint: [u64; 2],
+        v: &Value,
+        depth: u32,
+        key_set: &mut u64,
+    ) {
         match v {
             Value::Object(m) => {
                 for (k, v) in m {
@@ -772,7 +790,7 @@ impl Vocab {
             Value::Number(n) => {
                 let x = n.as_f64().unwrap_or(0.0);
                 let lx = x.abs().ln_1p();
-                for k in [key, mix(key, endpoint)] {
+                for k in [key, mix(key, endpoint[0]), mix(key, endpoint[1])] {
                     let st = self.numbers.entry(k).or_default();
                     st.n += 1.0;
                     st.sum += lx;

@@ -39,7 +39,7 @@ pub async fn list(state: State, caller: ApiCaller, q: QueryPairs) -> ApiResult<H
 }
 
 /// Semantic search over the tenant's agents.
-#[utoipa::path(get, path = "/api/v1/agents/search", tag = "agents", security(("ApiKey" = []), ("bearer" = [])), params(steward_core::schema::PageParams, crate::routes::schemas::AgentSearch), responses((status = 200, body = steward_core::page::Page<serde_json::Value>)))]
+#[utoipa::path(get, path = "/api/v1/agents/search", tag = "agents", security(("ApiKey" = []), ("bearer" = [])), params(steward_core::schema::PageParams, crate::routes::schemas::AgentSearch), responses((status = 200, body = steward_core::page::Page<crate::routes::schemas::AgentSearchHit>)))]
 pub async fn search(state: State, caller: ApiCaller, q: QueryPairs) -> ApiResult<HttpResponse> {
     ok(state.registry.search(&caller.0, &q.0).await?)
 }

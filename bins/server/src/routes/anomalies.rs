@@ -126,7 +126,7 @@ pub async fn detector_metrics(state: State, caller: ApiCaller) -> ApiResult<Http
 /// Stored model versions, newest first.
 #[utoipa::path(get, path = "/api/v1/anomalies/detector/versions", tag = "anomalies",
     security(("ApiKey" = []), ("bearer" = [])),
-    params(("skip" = Option<i64>, Query, minimum = 0), ("limit" = Option<i64>, Query, minimum = 1, maximum = 200)),
+    params(steward_core::schema::PageParams),
     responses((status = 200, body = steward_core::page::Page<steward_anomaly::service::VersionView>, description = "Envelope of versions"),
               (status = 401, description = "No or invalid credentials", content_type = "application/problem+json"),
               (status = 403, description = "Role below security_analyst", content_type = "application/problem+json")))]

@@ -83,7 +83,7 @@ async fn export_with(
 }
 
 /// Export the audit log (`format` = jsonl, json or csv; at most 10,000 records).
-#[utoipa::path(get, path = "/api/v1/audit/export", tag = "audit", security(("ApiKey" = []), ("bearer" = [])), params(crate::routes::schemas::ExportOptions, crate::routes::schemas::AuditFilters), responses((status = 200)))]
+#[utoipa::path(get, path = "/api/v1/audit/export", tag = "audit", security(("ApiKey" = []), ("bearer" = [])), params(crate::routes::schemas::ExportOptions, crate::routes::schemas::AuditFilters), responses((status = 200, description = "The entries: JSON lines (`application/x-ndjson`, one entry object per line), a JSON array of entries (`application/json`) or CSV (`text/csv`), per `format`", content((Vec<steward_audit::service::AuditEntry> = "application/json"), (String = "application/x-ndjson"), (String = "text/csv"))), (status = 422, description = "too many entries for a synchronous export (`export_too_large`) or bad filters")))]
 pub async fn export(state: State, caller: ApiCaller, q: QueryPairs) -> ApiResult<HttpResponse> {
     export_with(state, caller, q, None).await
 }

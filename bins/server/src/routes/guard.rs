@@ -37,7 +37,7 @@ pub fn routes(r: &mut Registrar) {
 
 /// Guard configuration and detectors (no credentials).
 #[utoipa::path(get, path = "/api/v1/guard/health", tag = "guard", security(()),
-    responses((status = 200, description = "Detectors, thresholds, weights, cache TTL, backend")))]
+    responses((status = 200, body = crate::routes::schemas::GuardHealth, description = "Detectors, thresholds, weights, cache TTL, backend")))]
 pub async fn health(state: State) -> ApiResult<HttpResponse> {
     ok(state.guard.health())
 }
@@ -58,7 +58,7 @@ pub async fn validate(state: State, caller: ApiCaller, body: RawBody) -> ApiResu
 /// The tenant's guard counters since start-up.
 #[utoipa::path(get, path = "/api/v1/guard/stats", tag = "guard",
     security(("ApiKey" = []), ("bearer" = [])),
-    responses((status = 200, description = "`{total, safe, suspicious, blocked, cache_hits, avg_latency_ms, top_patterns}`"),
+    responses((status = 200, body = crate::routes::schemas::GuardStats, description = "The tenant's counters since this instance started"),
               (status = 401, description = "No or invalid credentials", content_type = "application/problem+json")))]
 pub async fn stats(state: State, caller: ApiCaller) -> ApiResult<HttpResponse> {
     ok(state.guard.stats(&caller.0)?)
@@ -166,7 +166,7 @@ pub async fn cancel(state: State, caller: ApiCaller) -> ApiResult<HttpResponse> 
     security(("ApiKey" = []), ("bearer" = [])),
     request_body(content = crate::routes::schemas::GuardFeedback, description = "`{prompt, label, audit_id?}`",
         example = json!({"prompt": "How do I make git ignore a folder?", "label": 0})),
-    responses((status = 201, description = "`{id, label, created_at}`"),
+    responses((status = 201, body = crate::routes::schemas::GuardFeedbackCreated, description = "The stored label"),
               (status = 401, description = "No or invalid credentials", content_type = "application/problem+json"),
               (status = 403, description = "Role below admin", content_type = "application/problem+json"),
               (status = 422, description = "`prompt` missing or `label` not 0 or 1", content_type = "application/problem+json")))]
@@ -223,9 +223,9 @@ async fn guarded(
     security(("ApiKey" = [])),
     request_body(content = crate::routes::schemas::GatewayRequest, description = "`{prompt}` or `{message}` or `{input}` or `{messages: [{role, content}]}`",
         example = json!({"messages": [{"role": "user", "content": "Translate 'good morning' into French."}]})),
-    responses((status = 200, description = "`{allowed: true, threat_level, score}` with X-Guard-* headers"),
+    responses((status = 200, body = crate::routes::schemas::GatewayAllowed, description = "Allowed (safe or suspicious), with X-Guard-Threat-Level and X-Guard-Score headers"),
               (status = 401, description = "No or invalid credentials", content_type = "application/problem+json"),
-              (status = 403, description = "`prompt_blocked` with a `guard` member, or role below developer", content_type = "application/problem+json"),
+              (status = 403, description = "`prompt_blocked`: the problem document with the guard result (`GuardResult`) in a member `guard`, and X-Guard-* headers; or role below developer", content_type = "application/problem+json"),
               (status = 422, description = "No prompt in the body", content_type = "application/problem+json")))]
 pub async fn chat(state: State, caller: ApiCaller, body: RawBody) -> ApiResult<HttpResponse> {
     guarded(&state, &caller, None, &body).await
@@ -240,9 +240,9 @@ macro_rules! agent_gateway {
             params(("id" = String, Path, description = "The agent's id")),
             request_body(content = crate::routes::schemas::GatewayRequest, description = "`{prompt}` or `{message}` or `{input}` or `{messages: [{role, content}]}`",
                 example = json!({"input": "Summarise the open tickets."})),
-            responses((status = 200, description = "`{allowed: true, threat_level, score}` with X-Guard-* headers"),
+            responses((status = 200, body = crate::routes::schemas::GatewayAllowed, description = "Allowed (safe or suspicious), with X-Guard-Threat-Level and X-Guard-Score headers"),
                       (status = 401, description = "No or invalid credentials", content_type = "application/problem+json"),
-                      (status = 403, description = "`prompt_blocked` with a `guard` member, or role below developer", content_type = "application/problem+json"),
+                      (status = 403, description = "`prompt_blocked`: the problem document with the guard result (`GuardResult`) in a member `guard`, and X-Guard-* headers; or role below developer", content_type = "application/problem+json"),
                       (status = 404, description = "No such agent in this tenant", content_type = "application/problem+json"),
                       (status = 422, description = "No prompt in the body", content_type = "application/problem+json")))]
         pub async fn $name(

@@ -52,7 +52,7 @@ pub async fn status(
 /// Pending requests, oldest first (security analyst or higher).
 #[utoipa::path(get, path = "/api/v1/hitl/pending", tag = "hitl",
     security(("ApiKey" = []), ("bearer" = [])),
-    params(("skip" = Option<i64>, Query, minimum = 0), ("limit" = Option<i64>, Query, minimum = 1, maximum = 200)),
+    params(steward_core::schema::PageParams),
     responses((status = 200, body = steward_core::page::Page<steward_hitl::HitlRequest>, description = "Envelope `{items, total, skip, limit}`"),
               (status = 401, description = "No or invalid credentials", content_type = "application/problem+json"),
               (status = 403, description = "Role below security_analyst", content_type = "application/problem+json"),

@@ -242,7 +242,7 @@ pub async fn create_key(state: State, caller: JwtCaller, body: RawBody) -> ApiRe
 }
 
 /// The caller's API keys (masked; session keys are not listed).
-#[utoipa::path(get, path = "/api/v1/api-keys", tag = "api-keys", security(("bearer" = [])), params(("limit" = Option<u32>, Query, minimum = 1, maximum = 100), ("offset" = Option<u32>, Query, minimum = 0)), responses((status = 200, body = steward_core::page::Page<steward_identity::views::ApiKeyView>, description = "`{items, total, limit, offset}`")))]
+#[utoipa::path(get, path = "/api/v1/api-keys", tag = "api-keys", security(("bearer" = [])), params(steward_core::schema::PageParams), responses((status = 200, body = steward_core::page::Page<steward_identity::views::ApiKeyView>, description = "`{items, total, limit, offset}`")))]
 pub async fn list_keys(state: State, caller: JwtCaller, q: QueryPairs) -> ApiResult<HttpResponse> {
     ok(state.identity.list_api_keys(&caller.0, &q.0).await?)
 }
@@ -269,7 +269,7 @@ pub async fn create_tenant(
 }
 
 /// List tenants (admin key or super admin).
-#[utoipa::path(get, path = "/api/v1/tenants", tag = "tenants", security(("AdminKey" = []), ("bearer" = [])), params(("limit" = Option<u32>, Query, minimum = 1, maximum = 100), ("offset" = Option<u32>, Query, minimum = 0)), responses((status = 200, body = steward_core::page::Page<steward_identity::views::TenantView>, description = "`{items, total, limit, offset}`")))]
+#[utoipa::path(get, path = "/api/v1/tenants", tag = "tenants", security(("AdminKey" = []), ("bearer" = [])), params(steward_core::schema::PageParams), responses((status = 200, body = steward_core::page::Page<steward_identity::views::TenantView>, description = "`{items, total, limit, offset}`")))]
 pub async fn list_tenants(
     state: State,
     caller: PlatformAuth,

@@ -525,3 +525,100 @@ pub struct WebhookAccepted {
     audit_id: Option<String>,
     candidate_id: Option<String>,
 }
+
+// Responses whose body is assembled as JSON by the service (documented here, checked by
+// schemathesis' response_schema_conformance in CI).
+
+fn threat_levels_any() -> utoipa::openapi::Object {
+    steward_core::schema::one_of(&["safe", "suspicious", "blocked"])
+}
+
+/// `{allowed: true, threat_level, score}` of the guarded gateway (contract 17.6).
+#[derive(ToSchema)]
+pub struct GatewayAllowed {
+    allowed: bool,
+    #[schema(schema_with = threat_levels_any)]
+    threat_level: String,
+    #[schema(minimum = 0.0, maximum = 1.0)]
+    score: f64,
+}
+
+/// `POST /guard/detector/feedback` → 201.
+#[derive(ToSchema)]
+pub struct GuardFeedbackCreated {
+    id: uuid::Uuid,
+    #[schema(schema_with = label)]
+    label: i32,
+    /// RFC 3339.
+    created_at: String,
+}
+
+/// One pattern and how often it was detected.
+#[derive(ToSchema)]
+pub struct PatternCount {
+    pattern: String,
+    count: u64,
+}
+
+/// `GET /guard/stats`: the tenant's counters since this instance started.
+#[derive(ToSchema)]
+pub struct GuardStats {
+    total: u64,
+    safe: u64,
+    suspicious: u64,
+    blocked: u64,
+    cache_hits: u64,
+    avg_latency_ms: f64,
+    /// Up to 5, most frequent first.
+    top_patterns: Vec<PatternCount>,
+}
+
+#[derive(ToSchema)]
+pub struct GuardDetectors {
+    rules: bool,
+    ml: bool,
+    policy_engine: bool,
+}
+
+#[derive(ToSchema)]
+pub struct GuardThresholds {
+    block: f64,
+    warn: f64,
+    rule: f64,
+    ml: f64,
+}
+
+#[derive(ToSchema)]
+pub struct GuardWeights {
+    rule: f64,
+    ml: f64,
+    policy_engine: f64,
+}
+
+fn model_backends() -> utoipa::openapi::Object {
+    steward_core::schema::one_of(&["sklearn", "onnx", "hybrid"])
+}
+
+/// `GET /guard/health`: configuration and detectors.
+#[derive(ToSchema)]
+pub struct GuardHealth {
+    status: String,
+    enabled: bool,
+    detectors: GuardDetectors,
+    thresholds: GuardThresholds,
+    weights: GuardWeights,
+    cache_ttl_seconds: u64,
+    #[schema(schema_with = model_backends)]
+    model_backend: String,
+    min_training_samples: u64,
+}
+
+/// One result of `GET /agents/search`: the agent and its similarity to the query.
+#[derive(ToSchema, serde::Serialize)]
+pub struct AgentSearchHit {
+    #[serde(flatten)]
+    agent: steward_registry::service::AgentView,
+    /// Cosine similarity, > 0.
+    #[schema(minimum = 0.0, maximum = 1.0)]
+    similarity: f64,
+}

@@ -43,7 +43,7 @@ _AGENTS_HEARTBEAT = _LazyAdapter("AgentView")
 _AGENTS_LIST = _LazyAdapter("PageAgentView")
 _AGENTS_REGISTER = _LazyAdapter("AgentView")
 _AGENTS_RESUME = _LazyAdapter("AgentView")
-_AGENTS_SEARCH = _LazyAdapter("PageValue")
+_AGENTS_SEARCH = _LazyAdapter("PageAgentSearchHit")
 _AGENTS_SUSPEND = _LazyAdapter("AgentView")
 _AGENTS_UPDATE = _LazyAdapter("AgentView")
 _ANOMALIES_CANCEL = _LazyAdapter("Task")
@@ -62,6 +62,7 @@ _ANOMALIES_TRAINING_STATUS = _LazyAdapter("Task")
 _ANOMALIES_VERSIONS = _LazyAdapter("PageVersionView")
 _API_KEYS_CREATE_KEY = _LazyAdapter("ApiKeyView")
 _API_KEYS_LIST_KEYS = _LazyAdapter("PageApiKeyView")
+_AUDIT_EXPORT = _LazyAdapter("list[AuditEntry]")
 _AUDIT_EXPORT_ASYNC = _LazyAdapter("ExportJob")
 _AUDIT_EXPORT_JSON = _LazyAdapter("Any")
 _AUDIT_EXPORT_STATUS = _LazyAdapter("ExportJob")
@@ -82,11 +83,18 @@ _DISCOVERY_INGEST_BATCH = _LazyAdapter("BatchResult")
 _DISCOVERY_INTEGRATION = _LazyAdapter("IntegrationStatus")
 _DISCOVERY_LIST = _LazyAdapter("PageCandidate")
 _DISCOVERY_WEBHOOK = _LazyAdapter("WebhookAccepted")
+_GUARD_AGENT_ACTION = _LazyAdapter("GatewayAllowed")
+_GUARD_AGENT_CHAT = _LazyAdapter("GatewayAllowed")
+_GUARD_AGENT_COMPLETIONS = _LazyAdapter("GatewayAllowed")
 _GUARD_CANCEL = _LazyAdapter("Task")
+_GUARD_CHAT = _LazyAdapter("GatewayAllowed")
 _GUARD_DETECTOR_METRICS = _LazyAdapter("DetectorMetrics")
 _GUARD_DETECTOR_STATUS = _LazyAdapter("DetectorStatus")
 _GUARD_DETECTOR_VERSIONS = _LazyAdapter("PageVersionView")
+_GUARD_FEEDBACK = _LazyAdapter("GuardFeedbackCreated")
+_GUARD_HEALTH = _LazyAdapter("GuardHealth")
 _GUARD_ROLLBACK = _LazyAdapter("DetectorStatus")
+_GUARD_STATS = _LazyAdapter("GuardStats")
 _GUARD_TRAIN = _LazyAdapter("Task")
 _GUARD_TRAINING_STATUS = _LazyAdapter("Task")
 _GUARD_VALIDATE = _LazyAdapter("GuardResult")
@@ -154,7 +162,7 @@ class StewardClient(BaseClient):
         """POST /api/v1/agents/{id}/resume: Resume a suspended agent."""
         return self._request("POST", f"/api/v1/agents/{_q(id)}/resume", adapter=_AGENTS_RESUME.get())  # type: ignore[no-any-return]
 
-    def agents_search(self, *, skip: Optional[int] = None, offset: Optional[int] = None, limit: Optional[int] = None, q: str) -> PageValue:
+    def agents_search(self, *, skip: Optional[int] = None, offset: Optional[int] = None, limit: Optional[int] = None, q: str) -> PageAgentSearchHit:
         """GET /api/v1/agents/search: Semantic search over the tenant's agents."""
         return self._request("GET", "/api/v1/agents/search", query={"skip": skip, "offset": offset, "limit": limit, "q": q}, adapter=_AGENTS_SEARCH.get())  # type: ignore[no-any-return]
 
@@ -218,25 +226,25 @@ class StewardClient(BaseClient):
         """GET /api/v1/anomalies/detector/training-status/{task_id}: One training task."""
         return self._request("GET", f"/api/v1/anomalies/detector/training-status/{_q(task_id)}", adapter=_ANOMALIES_TRAINING_STATUS.get())  # type: ignore[no-any-return]
 
-    def anomalies_versions(self, *, skip: Optional[int] = None, limit: Optional[int] = None) -> PageVersionView:
+    def anomalies_versions(self, *, skip: Optional[int] = None, offset: Optional[int] = None, limit: Optional[int] = None) -> PageVersionView:
         """GET /api/v1/anomalies/detector/versions: Stored model versions, newest first."""
-        return self._request("GET", "/api/v1/anomalies/detector/versions", query={"skip": skip, "limit": limit}, adapter=_ANOMALIES_VERSIONS.get())  # type: ignore[no-any-return]
+        return self._request("GET", "/api/v1/anomalies/detector/versions", query={"skip": skip, "offset": offset, "limit": limit}, adapter=_ANOMALIES_VERSIONS.get())  # type: ignore[no-any-return]
 
     def api_keys_create_key(self, body: Optional[Union[CreateApiKey, dict[str, Any]]] = None) -> ApiKeyView:
         """POST /api/v1/api-keys: Create a personal API key (the raw key is shown once)."""
         return self._request("POST", "/api/v1/api-keys", body=body, adapter=_API_KEYS_CREATE_KEY.get())  # type: ignore[no-any-return]
 
-    def api_keys_list_keys(self, *, limit: Optional[int] = None, offset: Optional[int] = None) -> PageApiKeyView:
+    def api_keys_list_keys(self, *, skip: Optional[int] = None, offset: Optional[int] = None, limit: Optional[int] = None) -> PageApiKeyView:
         """GET /api/v1/api-keys: The caller's API keys (masked; session keys are not listed)."""
-        return self._request("GET", "/api/v1/api-keys", query={"limit": limit, "offset": offset}, adapter=_API_KEYS_LIST_KEYS.get())  # type: ignore[no-any-return]
+        return self._request("GET", "/api/v1/api-keys", query={"skip": skip, "offset": offset, "limit": limit}, adapter=_API_KEYS_LIST_KEYS.get())  # type: ignore[no-any-return]
 
     def api_keys_revoke_key(self, id: str) -> None:
         """DELETE /api/v1/api-keys/{id}: Revoke an API key."""
         self._request("DELETE", f"/api/v1/api-keys/{_q(id)}", adapter=None)
 
-    def audit_export(self, *, format: Optional[Literal["jsonl", "json", "csv"]] = None, limit: Optional[int] = None, agent_id: Optional[str] = None, action: Optional[str] = None, resource: Optional[str] = None) -> Any:
+    def audit_export(self, *, format: Optional[Literal["jsonl", "json", "csv"]] = None, limit: Optional[int] = None, agent_id: Optional[str] = None, action: Optional[str] = None, resource: Optional[str] = None) -> list[AuditEntry]:
         """GET /api/v1/audit/export: Export the audit log (`format` = jsonl, json or csv; at most 10,000 records)."""
-        return self._request("GET", "/api/v1/audit/export", query={"format": format, "limit": limit, "agent_id": agent_id, "action": action, "resource": resource}, adapter=None)
+        return self._request("GET", "/api/v1/audit/export", query={"format": format, "limit": limit, "agent_id": agent_id, "action": action, "resource": resource}, adapter=_AUDIT_EXPORT.get())  # type: ignore[no-any-return]
 
     def audit_export_async(self, body: Optional[Union[ExportRequest, dict[str, Any]]] = None, *, agent_id: Optional[str] = None, action: Optional[str] = None, resource: Optional[str] = None) -> ExportJob:
         """POST /api/v1/audit/export/async: Start an asynchronous export job."""
@@ -342,25 +350,25 @@ class StewardClient(BaseClient):
         """GET /api/v1/ws: The handshake: the JWT of `?token=` is checked before the upgrade (401 / 403)."""
         self._request("GET", "/api/v1/ws", query={"token": token}, adapter=None)
 
-    def guard_agent_action(self, id: str, body: Union[GatewayRequest, dict[str, Any]]) -> Any:
+    def guard_agent_action(self, id: str, body: Union[GatewayRequest, dict[str, Any]]) -> GatewayAllowed:
         """POST /api/v1/agents/{id}/action: The guarded agent gateway: 403 `prompt_blocked` with the guard result, else 200; 404 for an agent that is not the tenant's."""
-        return self._request("POST", f"/api/v1/agents/{_q(id)}/action", body=body, adapter=None)
+        return self._request("POST", f"/api/v1/agents/{_q(id)}/action", body=body, adapter=_GUARD_AGENT_ACTION.get())  # type: ignore[no-any-return]
 
-    def guard_agent_chat(self, id: str, body: Union[GatewayRequest, dict[str, Any]]) -> Any:
+    def guard_agent_chat(self, id: str, body: Union[GatewayRequest, dict[str, Any]]) -> GatewayAllowed:
         """POST /api/v1/agents/{id}/chat: The guarded agent gateway: 403 `prompt_blocked` with the guard result, else 200; 404 for an agent that is not the tenant's."""
-        return self._request("POST", f"/api/v1/agents/{_q(id)}/chat", body=body, adapter=None)
+        return self._request("POST", f"/api/v1/agents/{_q(id)}/chat", body=body, adapter=_GUARD_AGENT_CHAT.get())  # type: ignore[no-any-return]
 
-    def guard_agent_completions(self, id: str, body: Union[GatewayRequest, dict[str, Any]]) -> Any:
+    def guard_agent_completions(self, id: str, body: Union[GatewayRequest, dict[str, Any]]) -> GatewayAllowed:
         """POST /api/v1/agents/{id}/completions: The guarded agent gateway: 403 `prompt_blocked` with the guard result, else 200; 404 for an agent that is not the tenant's."""
-        return self._request("POST", f"/api/v1/agents/{_q(id)}/completions", body=body, adapter=None)
+        return self._request("POST", f"/api/v1/agents/{_q(id)}/completions", body=body, adapter=_GUARD_AGENT_COMPLETIONS.get())  # type: ignore[no-any-return]
 
     def guard_cancel(self) -> Task:
         """DELETE /api/v1/guard/detector/cancel: Cancel the queued or running guard training task."""
         return self._request("DELETE", "/api/v1/guard/detector/cancel", adapter=_GUARD_CANCEL.get())  # type: ignore[no-any-return]
 
-    def guard_chat(self, body: Union[GatewayRequest, dict[str, Any]]) -> Any:
+    def guard_chat(self, body: Union[GatewayRequest, dict[str, Any]]) -> GatewayAllowed:
         """POST /api/v1/chat: The guarded gateway: 403 `prompt_blocked` with the guard result, else 200."""
-        return self._request("POST", "/api/v1/chat", body=body, adapter=None)
+        return self._request("POST", "/api/v1/chat", body=body, adapter=_GUARD_CHAT.get())  # type: ignore[no-any-return]
 
     def guard_detector_metrics(self) -> DetectorMetrics:
         """GET /api/v1/guard/detector/metrics: Precision, recall and F1 of the serving model on the tenant's feedback."""
@@ -374,21 +382,21 @@ class StewardClient(BaseClient):
         """GET /api/v1/guard/detector/versions: Trained model versions of the tenant (none until training exists; the built-in model is not a tenant version)."""
         return self._request("GET", "/api/v1/guard/detector/versions", query={"skip": skip, "offset": offset, "limit": limit}, adapter=_GUARD_DETECTOR_VERSIONS.get())  # type: ignore[no-any-return]
 
-    def guard_feedback(self, body: Union[GuardFeedback, dict[str, Any]]) -> Any:
+    def guard_feedback(self, body: Union[GuardFeedback, dict[str, Any]]) -> GuardFeedbackCreated:
         """POST /api/v1/guard/detector/feedback: Label a prompt (0 benign / false positive, 1 attack)."""
-        return self._request("POST", "/api/v1/guard/detector/feedback", body=body, adapter=None)
+        return self._request("POST", "/api/v1/guard/detector/feedback", body=body, adapter=_GUARD_FEEDBACK.get())  # type: ignore[no-any-return]
 
-    def guard_health(self) -> Any:
+    def guard_health(self) -> GuardHealth:
         """GET /api/v1/guard/health: Guard configuration and detectors (no credentials)."""
-        return self._request("GET", "/api/v1/guard/health", adapter=None)
+        return self._request("GET", "/api/v1/guard/health", adapter=_GUARD_HEALTH.get())  # type: ignore[no-any-return]
 
     def guard_rollback(self, version: str) -> DetectorStatus:
         """POST /api/v1/guard/detector/rollback/{version}: Make a stored guard model version the active one."""
         return self._request("POST", f"/api/v1/guard/detector/rollback/{_q(version)}", adapter=_GUARD_ROLLBACK.get())  # type: ignore[no-any-return]
 
-    def guard_stats(self) -> Any:
+    def guard_stats(self) -> GuardStats:
         """GET /api/v1/guard/stats: The tenant's guard counters since start-up."""
-        return self._request("GET", "/api/v1/guard/stats", adapter=None)
+        return self._request("GET", "/api/v1/guard/stats", adapter=_GUARD_STATS.get())  # type: ignore[no-any-return]
 
     def guard_train(self, *, days: Optional[int] = None) -> Task:
         """POST /api/v1/guard/detector/train: Start a guard training task on the tenant's feedback and `guard.*` audit entries of the last `days` days (202)."""
@@ -442,9 +450,9 @@ class StewardClient(BaseClient):
         """POST /api/v1/hitl/approve/{id}: Approve a pending request (exactly once; 409 when already decided)."""
         return self._request("POST", f"/api/v1/hitl/approve/{_q(id)}", body=body, adapter=_HITL_APPROVE.get())  # type: ignore[no-any-return]
 
-    def hitl_pending(self, *, skip: Optional[int] = None, limit: Optional[int] = None) -> PageHitlRequest:
+    def hitl_pending(self, *, skip: Optional[int] = None, offset: Optional[int] = None, limit: Optional[int] = None) -> PageHitlRequest:
         """GET /api/v1/hitl/pending: Pending requests, oldest first (security analyst or higher)."""
-        return self._request("GET", "/api/v1/hitl/pending", query={"skip": skip, "limit": limit}, adapter=_HITL_PENDING.get())  # type: ignore[no-any-return]
+        return self._request("GET", "/api/v1/hitl/pending", query={"skip": skip, "offset": offset, "limit": limit}, adapter=_HITL_PENDING.get())  # type: ignore[no-any-return]
 
     def hitl_reject(self, id: str, body: Union[HitlRejection, dict[str, Any]]) -> HitlRequest:
         """POST /api/v1/hitl/reject/{id}: Reject a pending request (exactly once; 409 when already decided)."""
@@ -498,9 +506,9 @@ class StewardClient(BaseClient):
         """POST /api/v1/tenants: Create a tenant (admin key or super admin)."""
         return self._request("POST", "/api/v1/tenants", body=body, adapter=_TENANTS_CREATE_TENANT.get())  # type: ignore[no-any-return]
 
-    def tenants_list_tenants(self, *, limit: Optional[int] = None, offset: Optional[int] = None) -> PageTenantView:
+    def tenants_list_tenants(self, *, skip: Optional[int] = None, offset: Optional[int] = None, limit: Optional[int] = None) -> PageTenantView:
         """GET /api/v1/tenants: List tenants (admin key or super admin)."""
-        return self._request("GET", "/api/v1/tenants", query={"limit": limit, "offset": offset}, adapter=_TENANTS_LIST_TENANTS.get())  # type: ignore[no-any-return]
+        return self._request("GET", "/api/v1/tenants", query={"skip": skip, "offset": offset, "limit": limit}, adapter=_TENANTS_LIST_TENANTS.get())  # type: ignore[no-any-return]
 
     def users_block(self, id: str) -> UserView:
         """POST /api/v1/users/{id}/block: Block a user: every credential of the user is refused at once."""
@@ -582,7 +590,7 @@ class AsyncStewardClient(BaseAsyncClient):
         """POST /api/v1/agents/{id}/resume: Resume a suspended agent."""
         return await self._request("POST", f"/api/v1/agents/{_q(id)}/resume", adapter=_AGENTS_RESUME.get())  # type: ignore[no-any-return]
 
-    async def agents_search(self, *, skip: Optional[int] = None, offset: Optional[int] = None, limit: Optional[int] = None, q: str) -> PageValue:
+    async def agents_search(self, *, skip: Optional[int] = None, offset: Optional[int] = None, limit: Optional[int] = None, q: str) -> PageAgentSearchHit:
         """GET /api/v1/agents/search: Semantic search over the tenant's agents."""
         return await self._request("GET", "/api/v1/agents/search", query={"skip": skip, "offset": offset, "limit": limit, "q": q}, adapter=_AGENTS_SEARCH.get())  # type: ignore[no-any-return]
 
@@ -646,25 +654,25 @@ class AsyncStewardClient(BaseAsyncClient):
         """GET /api/v1/anomalies/detector/training-status/{task_id}: One training task."""
         return await self._request("GET", f"/api/v1/anomalies/detector/training-status/{_q(task_id)}", adapter=_ANOMALIES_TRAINING_STATUS.get())  # type: ignore[no-any-return]
 
-    async def anomalies_versions(self, *, skip: Optional[int] = None, limit: Optional[int] = None) -> PageVersionView:
+    async def anomalies_versions(self, *, skip: Optional[int] = None, offset: Optional[int] = None, limit: Optional[int] = None) -> PageVersionView:
         """GET /api/v1/anomalies/detector/versions: Stored model versions, newest first."""
-        return await self._request("GET", "/api/v1/anomalies/detector/versions", query={"skip": skip, "limit": limit}, adapter=_ANOMALIES_VERSIONS.get())  # type: ignore[no-any-return]
+        return await self._request("GET", "/api/v1/anomalies/detector/versions", query={"skip": skip, "offset": offset, "limit": limit}, adapter=_ANOMALIES_VERSIONS.get())  # type: ignore[no-any-return]
 
     async def api_keys_create_key(self, body: Optional[Union[CreateApiKey, dict[str, Any]]] = None) -> ApiKeyView:
         """POST /api/v1/api-keys: Create a personal API key (the raw key is shown once)."""
         return await self._request("POST", "/api/v1/api-keys", body=body, adapter=_API_KEYS_CREATE_KEY.get())  # type: ignore[no-any-return]
 
-    async def api_keys_list_keys(self, *, limit: Optional[int] = None, offset: Optional[int] = None) -> PageApiKeyView:
+    async def api_keys_list_keys(self, *, skip: Optional[int] = None, offset: Optional[int] = None, limit: Optional[int] = None) -> PageApiKeyView:
         """GET /api/v1/api-keys: The caller's API keys (masked; session keys are not listed)."""
-        return await self._request("GET", "/api/v1/api-keys", query={"limit": limit, "offset": offset}, adapter=_API_KEYS_LIST_KEYS.get())  # type: ignore[no-any-return]
+        return await self._request("GET", "/api/v1/api-keys", query={"skip": skip, "offset": offset, "limit": limit}, adapter=_API_KEYS_LIST_KEYS.get())  # type: ignore[no-any-return]
 
     async def api_keys_revoke_key(self, id: str) -> None:
         """DELETE /api/v1/api-keys/{id}: Revoke an API key."""
         await self._request("DELETE", f"/api/v1/api-keys/{_q(id)}", adapter=None)
 
-    async def audit_export(self, *, format: Optional[Literal["jsonl", "json", "csv"]] = None, limit: Optional[int] = None, agent_id: Optional[str] = None, action: Optional[str] = None, resource: Optional[str] = None) -> Any:
+    async def audit_export(self, *, format: Optional[Literal["jsonl", "json", "csv"]] = None, limit: Optional[int] = None, agent_id: Optional[str] = None, action: Optional[str] = None, resource: Optional[str] = None) -> list[AuditEntry]:
         """GET /api/v1/audit/export: Export the audit log (`format` = jsonl, json or csv; at most 10,000 records)."""
-        return await self._request("GET", "/api/v1/audit/export", query={"format": format, "limit": limit, "agent_id": agent_id, "action": action, "resource": resource}, adapter=None)
+        return await self._request("GET", "/api/v1/audit/export", query={"format": format, "limit": limit, "agent_id": agent_id, "action": action, "resource": resource}, adapter=_AUDIT_EXPORT.get())  # type: ignore[no-any-return]
 
     async def audit_export_async(self, body: Optional[Union[ExportRequest, dict[str, Any]]] = None, *, agent_id: Optional[str] = None, action: Optional[str] = None, resource: Optional[str] = None) -> ExportJob:
         """POST /api/v1/audit/export/async: Start an asynchronous export job."""
@@ -770,25 +778,25 @@ class AsyncStewardClient(BaseAsyncClient):
         """GET /api/v1/ws: The handshake: the JWT of `?token=` is checked before the upgrade (401 / 403)."""
         await self._request("GET", "/api/v1/ws", query={"token": token}, adapter=None)
 
-    async def guard_agent_action(self, id: str, body: Union[GatewayRequest, dict[str, Any]]) -> Any:
+    async def guard_agent_action(self, id: str, body: Union[GatewayRequest, dict[str, Any]]) -> GatewayAllowed:
         """POST /api/v1/agents/{id}/action: The guarded agent gateway: 403 `prompt_blocked` with the guard result, else 200; 404 for an agent that is not the tenant's."""
-        return await self._request("POST", f"/api/v1/agents/{_q(id)}/action", body=body, adapter=None)
+        return await self._request("POST", f"/api/v1/agents/{_q(id)}/action", body=body, adapter=_GUARD_AGENT_ACTION.get())  # type: ignore[no-any-return]
 
-    async def guard_agent_chat(self, id: str, body: Union[GatewayRequest, dict[str, Any]]) -> Any:
+    async def guard_agent_chat(self, id: str, body: Union[GatewayRequest, dict[str, Any]]) -> GatewayAllowed:
         """POST /api/v1/agents/{id}/chat: The guarded agent gateway: 403 `prompt_blocked` with the guard result, else 200; 404 for an agent that is not the tenant's."""
-        return await self._request("POST", f"/api/v1/agents/{_q(id)}/chat", body=body, adapter=None)
+        return await self._request("POST", f"/api/v1/agents/{_q(id)}/chat", body=body, adapter=_GUARD_AGENT_CHAT.get())  # type: ignore[no-any-return]
 
-    async def guard_agent_completions(self, id: str, body: Union[GatewayRequest, dict[str, Any]]) -> Any:
+    async def guard_agent_completions(self, id: str, body: Union[GatewayRequest, dict[str, Any]]) -> GatewayAllowed:
         """POST /api/v1/agents/{id}/completions: The guarded agent gateway: 403 `prompt_blocked` with the guard result, else 200; 404 for an agent that is not the tenant's."""
-        return await self._request("POST", f"/api/v1/agents/{_q(id)}/completions", body=body, adapter=None)
+        return await self._request("POST", f"/api/v1/agents/{_q(id)}/completions", body=body, adapter=_GUARD_AGENT_COMPLETIONS.get())  # type: ignore[no-any-return]
 
     async def guard_cancel(self) -> Task:
         """DELETE /api/v1/guard/detector/cancel: Cancel the queued or running guard training task."""
         return await self._request("DELETE", "/api/v1/guard/detector/cancel", adapter=_GUARD_CANCEL.get())  # type: ignore[no-any-return]
 
-    async def guard_chat(self, body: Union[GatewayRequest, dict[str, Any]]) -> Any:
+    async def guard_chat(self, body: Union[GatewayRequest, dict[str, Any]]) -> GatewayAllowed:
         """POST /api/v1/chat: The guarded gateway: 403 `prompt_blocked` with the guard result, else 200."""
-        return await self._request("POST", "/api/v1/chat", body=body, adapter=None)
+        return await self._request("POST", "/api/v1/chat", body=body, adapter=_GUARD_CHAT.get())  # type: ignore[no-any-return]
 
     async def guard_detector_metrics(self) -> DetectorMetrics:
         """GET /api/v1/guard/detector/metrics: Precision, recall and F1 of the serving model on the tenant's feedback."""
@@ -802,21 +810,21 @@ class AsyncStewardClient(BaseAsyncClient):
         """GET /api/v1/guard/detector/versions: Trained model versions of the tenant (none until training exists; the built-in model is not a tenant version)."""
         return await self._request("GET", "/api/v1/guard/detector/versions", query={"skip": skip, "offset": offset, "limit": limit}, adapter=_GUARD_DETECTOR_VERSIONS.get())  # type: ignore[no-any-return]
 
-    async def guard_feedback(self, body: Union[GuardFeedback, dict[str, Any]]) -> Any:
+    async def guard_feedback(self, body: Union[GuardFeedback, dict[str, Any]]) -> GuardFeedbackCreated:
         """POST /api/v1/guard/detector/feedback: Label a prompt (0 benign / false positive, 1 attack)."""
-        return await self._request("POST", "/api/v1/guard/detector/feedback", body=body, adapter=None)
+        return await self._request("POST", "/api/v1/guard/detector/feedback", body=body, adapter=_GUARD_FEEDBACK.get())  # type: ignore[no-any-return]
 
-    async def guard_health(self) -> Any:
+    async def guard_health(self) -> GuardHealth:
         """GET /api/v1/guard/health: Guard configuration and detectors (no credentials)."""
-        return await self._request("GET", "/api/v1/guard/health", adapter=None)
+        return await self._request("GET", "/api/v1/guard/health", adapter=_GUARD_HEALTH.get())  # type: ignore[no-any-return]
 
     async def guard_rollback(self, version: str) -> DetectorStatus:
         """POST /api/v1/guard/detector/rollback/{version}: Make a stored guard model version the active one."""
         return await self._request("POST", f"/api/v1/guard/detector/rollback/{_q(version)}", adapter=_GUARD_ROLLBACK.get())  # type: ignore[no-any-return]
 
-    async def guard_stats(self) -> Any:
+    async def guard_stats(self) -> GuardStats:
         """GET /api/v1/guard/stats: The tenant's guard counters since start-up."""
-        return await self._request("GET", "/api/v1/guard/stats", adapter=None)
+        return await self._request("GET", "/api/v1/guard/stats", adapter=_GUARD_STATS.get())  # type: ignore[no-any-return]
 
     async def guard_train(self, *, days: Optional[int] = None) -> Task:
         """POST /api/v1/guard/detector/train: Start a guard training task on the tenant's feedback and `guard.*` audit entries of the last `days` days (202)."""
@@ -870,9 +878,9 @@ class AsyncStewardClient(BaseAsyncClient):
         """POST /api/v1/hitl/approve/{id}: Approve a pending request (exactly once; 409 when already decided)."""
         return await self._request("POST", f"/api/v1/hitl/approve/{_q(id)}", body=body, adapter=_HITL_APPROVE.get())  # type: ignore[no-any-return]
 
-    async def hitl_pending(self, *, skip: Optional[int] = None, limit: Optional[int] = None) -> PageHitlRequest:
+    async def hitl_pending(self, *, skip: Optional[int] = None, offset: Optional[int] = None, limit: Optional[int] = None) -> PageHitlRequest:
         """GET /api/v1/hitl/pending: Pending requests, oldest first (security analyst or higher)."""
-        return await self._request("GET", "/api/v1/hitl/pending", query={"skip": skip, "limit": limit}, adapter=_HITL_PENDING.get())  # type: ignore[no-any-return]
+        return await self._request("GET", "/api/v1/hitl/pending", query={"skip": skip, "offset": offset, "limit": limit}, adapter=_HITL_PENDING.get())  # type: ignore[no-any-return]
 
     async def hitl_reject(self, id: str, body: Union[HitlRejection, dict[str, Any]]) -> HitlRequest:
         """POST /api/v1/hitl/reject/{id}: Reject a pending request (exactly once; 409 when already decided)."""
@@ -926,9 +934,9 @@ class AsyncStewardClient(BaseAsyncClient):
         """POST /api/v1/tenants: Create a tenant (admin key or super admin)."""
         return await self._request("POST", "/api/v1/tenants", body=body, adapter=_TENANTS_CREATE_TENANT.get())  # type: ignore[no-any-return]
 
-    async def tenants_list_tenants(self, *, limit: Optional[int] = None, offset: Optional[int] = None) -> PageTenantView:
+    async def tenants_list_tenants(self, *, skip: Optional[int] = None, offset: Optional[int] = None, limit: Optional[int] = None) -> PageTenantView:
         """GET /api/v1/tenants: List tenants (admin key or super admin)."""
-        return await self._request("GET", "/api/v1/tenants", query={"limit": limit, "offset": offset}, adapter=_TENANTS_LIST_TENANTS.get())  # type: ignore[no-any-return]
+        return await self._request("GET", "/api/v1/tenants", query={"skip": skip, "offset": offset, "limit": limit}, adapter=_TENANTS_LIST_TENANTS.get())  # type: ignore[no-any-return]
 
     async def users_block(self, id: str) -> UserView:
         """POST /api/v1/users/{id}/block: Block a user: every credential of the user is refused at once."""

@@ -37,6 +37,24 @@ class AgentDetails(_Model):
     recent_audit: list[AuditEntry]
 
 
+class AgentSearchHit(_Model):
+    """One result of `GET /agents/search`: the agent and its similarity to the query."""
+    capabilities: Any
+    created_at: str
+    id: str
+    last_heartbeat: Optional[str] = None
+    name: str
+    permissions: Any
+    predicted_type: Optional[str] = None
+    risk_score: Optional[float] = None
+    status: Literal["active", "inactive", "error", "suspended"]
+    tenant_id: str
+    type: Literal["llm", "tool", "workflow", "custom", "rag", "action", "orchestrator"]
+    updated_at: str
+    version: Optional[str] = None
+    similarity: float = Field(description="Cosine similarity, > 0.")
+
+
 class AgentView(_Model):
     """The agent object (contract 11.1)."""
     capabilities: Any
@@ -330,6 +348,13 @@ class Feedback(_Model):
     source: str
 
 
+class GatewayAllowed(_Model):
+    """`{allowed: true, threat_level, score}` of the guarded gateway (contract 17.6)."""
+    allowed: bool
+    score: float
+    threat_level: Literal["safe", "suspicious", "blocked"]
+
+
 class GatewayRequest(_Model):
     """The guarded gateway's body: the prompt is `prompt`, `message`, `input` or the `messages`' contents; the rest is passed on."""
     input: Optional[str] = None
@@ -338,11 +363,36 @@ class GatewayRequest(_Model):
     prompt: Optional[str] = None
 
 
+class GuardDetectors(_Model):
+    ml: bool
+    policy_engine: bool
+    rules: bool
+
+
 class GuardFeedback(_Model):
     """`POST /guard/detector/feedback`."""
     audit_id: Optional[str] = None
     label: Literal[0, 1] = Field(description="0 benign / normal, 1 attack / anomalous")
     prompt: str
+
+
+class GuardFeedbackCreated(_Model):
+    """`POST /guard/detector/feedback` → 201."""
+    created_at: str = Field(description="RFC 3339.")
+    id: str
+    label: Literal[0, 1] = Field(description="0 benign / normal, 1 attack / anomalous")
+
+
+class GuardHealth(_Model):
+    """`GET /guard/health`: configuration and detectors."""
+    cache_ttl_seconds: int
+    detectors: GuardDetectors
+    enabled: bool
+    min_training_samples: int
+    model_backend: Literal["sklearn", "onnx", "hybrid"]
+    status: str
+    thresholds: GuardThresholds
+    weights: GuardWeights
 
 
 class GuardResult(_Model):
@@ -357,11 +407,35 @@ class GuardResult(_Model):
     threat_level: Literal["safe", "suspicious", "blocked"]
 
 
+class GuardStats(_Model):
+    """`GET /guard/stats`: the tenant's counters since this instance started."""
+    avg_latency_ms: float
+    blocked: int
+    cache_hits: int
+    safe: int
+    suspicious: int
+    top_patterns: list[PatternCount] = Field(description="Up to 5, most frequent first.")
+    total: int
+
+
+class GuardThresholds(_Model):
+    block: float
+    ml: float
+    rule: float
+    warn: float
+
+
 class GuardValidate(_Model):
     """`POST /guard/validate`."""
     agent_id: Optional[str] = None
     context: Optional[dict[str, Any]] = None
     prompt: str = Field(description="At most `GUARD_MAX_PROMPT_CHARS` characters.")
+
+
+class GuardWeights(_Model):
+    ml: float
+    policy_engine: float
+    rule: float
 
 
 class Health(_Model):
@@ -450,6 +524,13 @@ class Page(_Model):
     total: int = Field(description="items matching the filters, all pages")
 
 
+class PageAgentSearchHit(_Model):
+    items: list[AgentSearchHit]
+    limit: int = Field(description="the effective page size (after clamping)")
+    skip: int = Field(description="items skipped")
+    total: int = Field(description="items matching the filters, all pages")
+
+
 class PageAgentView(_Model):
     items: list[AgentView]
     limit: int = Field(description="the effective page size (after clamping)")
@@ -520,18 +601,17 @@ class PageUserView(_Model):
     total: int = Field(description="items matching the filters, all pages")
 
 
-class PageValue(_Model):
-    items: list[Value]
-    limit: int = Field(description="the effective page size (after clamping)")
-    skip: int = Field(description="items skipped")
-    total: int = Field(description="items matching the filters, all pages")
-
-
 class PageVersionView(_Model):
     items: list[VersionView]
     limit: int = Field(description="the effective page size (after clamping)")
     skip: int = Field(description="items skipped")
     total: int = Field(description="items matching the filters, all pages")
+
+
+class PatternCount(_Model):
+    """One pattern and how often it was detected."""
+    count: int
+    pattern: str
 
 
 class PlatformStatus(_Model):
@@ -818,14 +898,14 @@ class WebhookEvent(_Model):
     payload: WebhookAction
 
 
-Value = Any
 
 
-for _cls in (AgentDetails, AgentView, AnomalyFeedback, AnomalyReport, AnomalyStatus, AnomalyView, ApiKeyView, AuditEntry, AuditLog, BatchResult, Candidate, ChangePassword, ChatMessage, CheckResponse, Checks, ClusterRequest, ConfirmCandidate, Confirmed, CreateApiKey, CreatePolicy, CreateTenant, CreateUser, CreatedTenant, DashboardStats, DayActivity, DetectorMetrics, DetectorStatus, DiscoveryBatch, DiscoveryEvent, EmbeddingSummary, ExportJob, ExportRequest, Feedback, GatewayRequest, GuardFeedback, GuardResult, GuardValidate, Health, Heartbeat, HitlApproval, HitlRejection, HitlRequest, HitlRequestBody, IntegrationStatus, Login, LoginResponse, LoginUser, Page, PageAgentView, PageApiKeyView, PageAuditEntry, PageCandidate, PageHitlRequest, PagePolicyView, PageReport, PageTemplate, PageTenantView, PageUserView, PageValue, PageVersionView, PlatformStatus, PolicyCheck, PolicyView, Problem, ProblemField, ProviderView, Readiness, RegisterAgent, Report, ResetPassword, RiskView, RootInfo, Services, SetRole, SiemStatus, SiemTestResult, SsoExchange, SsoProviders, Stats, StatusTenant, Task, Template, TenantView, UpdateAgent, UpdateMe, UpdatePolicy, UpdateUser, UserView, Verification, VersionView, WebhookAccepted, WebhookAction, WebhookEvent):
+for _cls in (AgentDetails, AgentSearchHit, AgentView, AnomalyFeedback, AnomalyReport, AnomalyStatus, AnomalyView, ApiKeyView, AuditEntry, AuditLog, BatchResult, Candidate, ChangePassword, ChatMessage, CheckResponse, Checks, ClusterRequest, ConfirmCandidate, Confirmed, CreateApiKey, CreatePolicy, CreateTenant, CreateUser, CreatedTenant, DashboardStats, DayActivity, DetectorMetrics, DetectorStatus, DiscoveryBatch, DiscoveryEvent, EmbeddingSummary, ExportJob, ExportRequest, Feedback, GatewayAllowed, GatewayRequest, GuardDetectors, GuardFeedback, GuardFeedbackCreated, GuardHealth, GuardResult, GuardStats, GuardThresholds, GuardValidate, GuardWeights, Health, Heartbeat, HitlApproval, HitlRejection, HitlRequest, HitlRequestBody, IntegrationStatus, Login, LoginResponse, LoginUser, Page, PageAgentSearchHit, PageAgentView, PageApiKeyView, PageAuditEntry, PageCandidate, PageHitlRequest, PagePolicyView, PageReport, PageTemplate, PageTenantView, PageUserView, PageVersionView, PatternCount, PlatformStatus, PolicyCheck, PolicyView, Problem, ProblemField, ProviderView, Readiness, RegisterAgent, Report, ResetPassword, RiskView, RootInfo, Services, SetRole, SiemStatus, SiemTestResult, SsoExchange, SsoProviders, Stats, StatusTenant, Task, Template, TenantView, UpdateAgent, UpdateMe, UpdatePolicy, UpdateUser, UserView, Verification, VersionView, WebhookAccepted, WebhookAction, WebhookEvent):
     _cls.model_rebuild()
 
 __all__ = [
     "AgentDetails",
+    "AgentSearchHit",
     "AgentView",
     "AnomalyFeedback",
     "AnomalyReport",
@@ -858,10 +938,17 @@ __all__ = [
     "ExportJob",
     "ExportRequest",
     "Feedback",
+    "GatewayAllowed",
     "GatewayRequest",
+    "GuardDetectors",
     "GuardFeedback",
+    "GuardFeedbackCreated",
+    "GuardHealth",
     "GuardResult",
+    "GuardStats",
+    "GuardThresholds",
     "GuardValidate",
+    "GuardWeights",
     "Health",
     "Heartbeat",
     "HitlApproval",
@@ -873,6 +960,7 @@ __all__ = [
     "LoginResponse",
     "LoginUser",
     "Page",
+    "PageAgentSearchHit",
     "PageAgentView",
     "PageApiKeyView",
     "PageAuditEntry",
@@ -883,8 +971,8 @@ __all__ = [
     "PageTemplate",
     "PageTenantView",
     "PageUserView",
-    "PageValue",
     "PageVersionView",
+    "PatternCount",
     "PlatformStatus",
     "PolicyCheck",
     "PolicyView",
@@ -913,7 +1001,6 @@ __all__ = [
     "UpdatePolicy",
     "UpdateUser",
     "UserView",
-    "Value",
     "Verification",
     "VersionView",
     "WebhookAccepted",

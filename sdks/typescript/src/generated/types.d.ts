@@ -24,6 +24,25 @@ export interface AgentDetails {
   recent_audit: AuditEntry[];
 }
 
+/** One result of `GET /agents/search`: the agent and its similarity to the query. */
+export interface AgentSearchHit {
+  capabilities: unknown;
+  created_at: string;
+  id: string;
+  last_heartbeat?: string | null;
+  name: string;
+  permissions: unknown;
+  predicted_type?: string | null;
+  risk_score?: number | null;
+  status: "active" | "inactive" | "error" | "suspended";
+  tenant_id: string;
+  type: "llm" | "tool" | "workflow" | "custom" | "rag" | "action" | "orchestrator";
+  updated_at: string;
+  version?: string | null;
+  /** Cosine similarity, > 0. */
+  similarity: number;
+}
+
 /** The agent object (contract 11.1). */
 export interface AgentView {
   capabilities: unknown;
@@ -335,6 +354,13 @@ export interface Feedback {
   source: string;
 }
 
+/** `{allowed: true, threat_level, score}` of the guarded gateway (contract 17.6). */
+export interface GatewayAllowed {
+  allowed: boolean;
+  score: number;
+  threat_level: "safe" | "suspicious" | "blocked";
+}
+
 /** The guarded gateway's body: the prompt is `prompt`, `message`, `input` or the `messages`' contents; the rest is passed on. */
 export interface GatewayRequest {
   input?: string | null;
@@ -343,12 +369,39 @@ export interface GatewayRequest {
   prompt?: string | null;
 }
 
+export interface GuardDetectors {
+  ml: boolean;
+  policy_engine: boolean;
+  rules: boolean;
+}
+
 /** `POST /guard/detector/feedback`. */
 export interface GuardFeedback {
   audit_id?: string | null;
   /** 0 benign / normal, 1 attack / anomalous */
   label: 0 | 1;
   prompt: string;
+}
+
+/** `POST /guard/detector/feedback` → 201. */
+export interface GuardFeedbackCreated {
+  /** RFC 3339. */
+  created_at: string;
+  id: string;
+  /** 0 benign / normal, 1 attack / anomalous */
+  label: 0 | 1;
+}
+
+/** `GET /guard/health`: configuration and detectors. */
+export interface GuardHealth {
+  cache_ttl_seconds: number;
+  detectors: GuardDetectors;
+  enabled: boolean;
+  min_training_samples: number;
+  model_backend: "sklearn" | "onnx" | "hybrid";
+  status: string;
+  thresholds: GuardThresholds;
+  weights: GuardWeights;
 }
 
 /** The validation result (contract 17.1). */
@@ -363,12 +416,37 @@ export interface GuardResult {
   threat_level: "safe" | "suspicious" | "blocked";
 }
 
+/** `GET /guard/stats`: the tenant's counters since this instance started. */
+export interface GuardStats {
+  avg_latency_ms: number;
+  blocked: number;
+  cache_hits: number;
+  safe: number;
+  suspicious: number;
+  /** Up to 5, most frequent first. */
+  top_patterns: PatternCount[];
+  total: number;
+}
+
+export interface GuardThresholds {
+  block: number;
+  ml: number;
+  rule: number;
+  warn: number;
+}
+
 /** `POST /guard/validate`. */
 export interface GuardValidate {
   agent_id?: string | null;
   context?: Record<string, unknown> | null;
   /** At most `GUARD_MAX_PROMPT_CHARS` characters. */
   prompt: string;
+}
+
+export interface GuardWeights {
+  ml: number;
+  policy_engine: number;
+  rule: number;
 }
 
 export interface Health {
@@ -452,6 +530,16 @@ export interface LoginUser {
 /** A page of a collection (contract 4): the items, the total matching the filters, and the effective skip and limit. */
 export interface Page {
   items: Array<Record<string, unknown>>;
+  /** the effective page size (after clamping) */
+  limit: number;
+  /** items skipped */
+  skip: number;
+  /** items matching the filters, all pages */
+  total: number;
+}
+
+export interface PageAgentSearchHit {
+  items: AgentSearchHit[];
   /** the effective page size (after clamping) */
   limit: number;
   /** items skipped */
@@ -560,16 +648,6 @@ export interface PageUserView {
   total: number;
 }
 
-export interface PageValue {
-  items: Value[];
-  /** the effective page size (after clamping) */
-  limit: number;
-  /** items skipped */
-  skip: number;
-  /** items matching the filters, all pages */
-  total: number;
-}
-
 export interface PageVersionView {
   items: VersionView[];
   /** the effective page size (after clamping) */
@@ -578,6 +656,12 @@ export interface PageVersionView {
   skip: number;
   /** items matching the filters, all pages */
   total: number;
+}
+
+/** One pattern and how often it was detected. */
+export interface PatternCount {
+  count: number;
+  pattern: string;
 }
 
 /** `GET /status` (contract 18). */
@@ -829,8 +913,6 @@ export interface UserView {
   updated_at: string;
 }
 
-export type Value = unknown;
-
 /** The result of `GET /audit/verify`. */
 export interface Verification {
   checked: number;
@@ -951,7 +1033,7 @@ export interface Operations {
       q: string;
     };
     body: never;
-    response: PageValue;
+    response: PageAgentSearchHit;
   };
   agents_suspend: {
     method: "POST";
@@ -1086,6 +1168,7 @@ export interface Operations {
     pathParams: Record<string, never>;
     query: {
       skip?: number;
+      offset?: number;
       limit?: number;
     };
     body: never;
@@ -1104,8 +1187,9 @@ export interface Operations {
     path: "/api/v1/api-keys";
     pathParams: Record<string, never>;
     query: {
-      limit?: number;
+      skip?: number;
       offset?: number;
+      limit?: number;
     };
     body: never;
     response: PageApiKeyView;
@@ -1130,7 +1214,7 @@ export interface Operations {
       resource?: string;
     };
     body: never;
-    response: unknown;
+    response: AuditEntry[];
   };
   audit_export_async: {
     method: "POST";
@@ -1381,7 +1465,7 @@ export interface Operations {
     pathParams: { id: string };
     query: Record<string, never>;
     body: GatewayRequest;
-    response: unknown;
+    response: GatewayAllowed;
   };
   guard_agent_chat: {
     method: "POST";
@@ -1389,7 +1473,7 @@ export interface Operations {
     pathParams: { id: string };
     query: Record<string, never>;
     body: GatewayRequest;
-    response: unknown;
+    response: GatewayAllowed;
   };
   guard_agent_completions: {
     method: "POST";
@@ -1397,7 +1481,7 @@ export interface Operations {
     pathParams: { id: string };
     query: Record<string, never>;
     body: GatewayRequest;
-    response: unknown;
+    response: GatewayAllowed;
   };
   guard_cancel: {
     method: "DELETE";
@@ -1413,7 +1497,7 @@ export interface Operations {
     pathParams: Record<string, never>;
     query: Record<string, never>;
     body: GatewayRequest;
-    response: unknown;
+    response: GatewayAllowed;
   };
   guard_detector_metrics: {
     method: "GET";
@@ -1449,7 +1533,7 @@ export interface Operations {
     pathParams: Record<string, never>;
     query: Record<string, never>;
     body: GuardFeedback;
-    response: unknown;
+    response: GuardFeedbackCreated;
   };
   guard_health: {
     method: "GET";
@@ -1457,7 +1541,7 @@ export interface Operations {
     pathParams: Record<string, never>;
     query: Record<string, never>;
     body: never;
-    response: unknown;
+    response: GuardHealth;
   };
   guard_rollback: {
     method: "POST";
@@ -1473,7 +1557,7 @@ export interface Operations {
     pathParams: Record<string, never>;
     query: Record<string, never>;
     body: never;
-    response: unknown;
+    response: GuardStats;
   };
   guard_train: {
     method: "POST";
@@ -1589,6 +1673,7 @@ export interface Operations {
     pathParams: Record<string, never>;
     query: {
       skip?: number;
+      offset?: number;
       limit?: number;
     };
     body: never;
@@ -1712,8 +1797,9 @@ export interface Operations {
     path: "/api/v1/tenants";
     pathParams: Record<string, never>;
     query: {
-      limit?: number;
+      skip?: number;
       offset?: number;
+      limit?: number;
     };
     body: never;
     response: PageTenantView;

@@ -107,6 +107,18 @@ pub fn anomaly_eval(args: &[String]) -> Result<()> {
         CLASSES.len()
     );
     in_process(&o, &history, &holdout, &mut failures)?;
+    let (web_history, web_holdout) = if o.quick {
+        generate_web(4_000, 1_500, 20, 11)
+    } else {
+        generate_web(15_000, 4_000, 40, 11)
+    };
+    println!(
+        "\n## Web shop log (one client, parameters in query strings and form bodies): {} history, {} held-out ({} attacks)",
+        web_history.len(),
+        web_holdout.len(),
+        web_holdout.iter().filter(|r| r.attack.is_some()).count()
+    );
+    in_process(&o, &web_history, &web_holdout, &mut failures)?;
     if o.http && (o.bin.is_some() || o.url.is_some()) {
         tokio::runtime::Builder::new_multi_thread()
             .enable_all()
@@ -723,6 +735,202 @@ pub fn generate(
     (hist, held)
 }
 
+/// A second shape: a web shop's access log from one client (the method as the action, the
+/// path and query string as the resource, form bodies as raw strings), with attacks in
+/// parameters (CWE-89, CWE-79, CWE-93 CRLF, CWE-20 illegal values, CWE-120 overlong values,
+/// CWE-472 tampered prices) and requests for hidden files (CWE-538, CAPEC-87).
+pub fn generate_web(
+    history: usize,
+    normal_holdout: usize,
+    per_class: usize,
+    seed: u64,
+) -> (Vec<Row>, Vec<Row>) {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let names = [
+        "Blue+Mug",
+        "Green+Tea",
+        "Wool+Scarf",
+        "Desk+Lamp",
+        "Photo+Frame",
+        "Candle+Set",
+    ];
+    let normal_web = |rng: &mut ChaCha8Rng| -> (String, String, Value, Value) {
+        let out = |rng: &mut ChaCha8Rng, lat: f64, bytes: f64| {
+            json!({"status": if rng.gen_range(0..100) < 2 { 404 } else { 200 },
+                   "latency_ms": lognormal(rng, lat, 0.3).round(), "bytes": lognormal(rng, bytes, 0.3).round()})
+        };
+        match rng.gen_range(0..100) {
+            0..=29 => (
+                "GET".into(),
+                format!("/shop/item.jsp?id={}", rng.gen_range(1..500)),
+                json!({}),
+                out(rng, 20.0, 9000.0),
+            ),
+            30..=49 => {
+                let k = rng.gen_range(1..3);
+                let mut q = words(rng, k).replace(' ', "+");
+                if rng.gen_range(0..100) < 12 {
+                    // Ordinary punctuation in searches: men's, 50% off, t-shirt (xl), quotes.
+                    let extra = [
+                        "men%27s",
+                        "50%25+off",
+                        "t-shirt+%28xl%29",
+                        "%22gift+box%22",
+                        "a%26b",
+                        "caf%C3%A9",
+                    ];
+                    q = format!("{q}+{}", pick(rng, &extra));
+                }
+                (
+                    "GET".into(),
+                    format!("/shop/search.jsp?q={q}&page={}", rng.gen_range(1..6)),
+                    json!({}),
+                    out(rng, 60.0, 15000.0),
+                )
+            }
+            50..=64 => (
+                "GET".into(),
+                format!(
+                    "/shop/add.jsp?id={}&name={}&price={}&qty={}&B1=Add+to+cart",
+                    rng.gen_range(1..500),
+                    pick(rng, &names),
+                    rng.gen_range(2..120),
+                    rng.gen_range(1..5)
+                ),
+                json!({}),
+                out(rng, 25.0, 3000.0),
+            ),
+            65..=74 => (
+                "POST".into(),
+                "/shop/login.jsp".into(),
+                json!({"body": format!("user=customer{}&pwd=pw{}&B1=Login", rng.gen_range(1..9000), rng.gen_range(1000..99999))}),
+                out(rng, 90.0, 1200.0),
+            ),
+            75..=84 => (
+                "POST".into(),
+                "/shop/register.jsp".into(),
+                json!({"body": format!("name={}&email=c{}%40mail.example&phone={}&zip={:05}&B1=Register",
+                               pick(rng, &["Ann+Lee", "O%27Brien", "Jos%C3%A9+Ruiz", "Mary-Jane+Fox", "Li+Wei", "Sam+Smith"]),
+                               rng.gen_range(1..9000), rng.gen_range(600000000..699999999u64), rng.gen_range(1000..99999))}),
+                out(rng, 120.0, 1500.0),
+            ),
+            _ => (
+                "GET".into(),
+                format!("/shop/images/{}.jpg", rng.gen_range(1..300)),
+                json!({}),
+                out(rng, 5.0, 40000.0),
+            ),
+        }
+    };
+    let row = |a: String, r: String, i: Value, o: Value, attack| Row {
+        agent: 0,
+        event: json!({"action": a, "resource": r, "input": i, "output": o}),
+        attack,
+    };
+    let hist: Vec<Row> = (0..history)
+        .map(|_| {
+            let (a, r, i, o) = normal_web(&mut rng);
+            row(a, r, i, o, None)
+        })
+        .collect();
+    let mut held: Vec<Row> = (0..normal_holdout)
+        .map(|_| {
+            let (a, r, i, o) = normal_web(&mut rng);
+            row(a, r, i, o, None)
+        })
+        .collect();
+    let classes: [&'static str; 7] = [
+        "sql_injection",
+        "markup_injection",
+        "crlf_injection",
+        "illegal_value",
+        "overlong_value",
+        "tampered_price",
+        "hidden_file",
+    ];
+    for class in classes {
+        for _ in 0..per_class {
+            let (a, r, i, o) = match class {
+                "sql_injection" => (
+                    "GET".to_string(),
+                    format!(
+                        "/shop/item.jsp?id={}{}",
+                        rng.gen_range(1..500),
+                        pick(&mut rng, &SQLI).replace(' ', "+")
+                    ),
+                    json!({}),
+                    json!({"status": 200, "latency_ms": lognormal(&mut rng, 20.0, 0.3).round(), "bytes": lognormal(&mut rng, 9000.0, 0.3).round()}),
+                ),
+                "markup_injection" => (
+                    "GET".into(),
+                    format!(
+                        "/shop/search.jsp?q={}+{}&page=1",
+                        pick(&mut rng, &WORDS),
+                        pick(&mut rng, &MARKUP).replace(' ', "+")
+                    ),
+                    json!({}),
+                    json!({"status": 200, "latency_ms": lognormal(&mut rng, 60.0, 0.3).round(), "bytes": lognormal(&mut rng, 15000.0, 0.3).round()}),
+                ),
+                "crlf_injection" => (
+                    "POST".into(),
+                    "/shop/login.jsp".into(),
+                    json!({"body": format!("user=customer{}%0d%0aSet-Cookie:+session%3Dadmin&pwd=x&B1=Login", rng.gen_range(1..9000))}),
+                    json!({"status": 200, "latency_ms": lognormal(&mut rng, 90.0, 0.3).round(), "bytes": lognormal(&mut rng, 1200.0, 0.3).round()}),
+                ),
+                "illegal_value" => (
+                    "POST".into(),
+                    "/shop/register.jsp".into(),
+                    json!({"body": format!("name=Customer{}&email=c1%40mail.example&phone=call+me+{}&zip=ABCDE&B1=Register", rng.gen_range(1..9000), pick(&mut rng, &WORDS))}),
+                    json!({"status": 200, "latency_ms": lognormal(&mut rng, 120.0, 0.3).round(), "bytes": lognormal(&mut rng, 1500.0, 0.3).round()}),
+                ),
+                "overlong_value" => {
+                    let n = rng.gen_range(300..900);
+                    (
+                        "GET".into(),
+                        format!(
+                            "/shop/add.jsp?id=7&name={}&price=10&qty=1&B1=Add+to+cart",
+                            "A".repeat(n)
+                        ),
+                        json!({}),
+                        json!({"status": 200, "latency_ms": lognormal(&mut rng, 25.0, 0.3).round(), "bytes": lognormal(&mut rng, 3000.0, 0.3).round()}),
+                    )
+                }
+                "tampered_price" => (
+                    "GET".into(),
+                    format!(
+                        "/shop/add.jsp?id={}&name={}&price=-{}&qty={}&B1=Add+to+cart",
+                        rng.gen_range(1..500),
+                        pick(&mut rng, &names),
+                        rng.gen_range(1..100),
+                        rng.gen_range(100..999)
+                    ),
+                    json!({}),
+                    json!({"status": 200, "latency_ms": lognormal(&mut rng, 25.0, 0.3).round(), "bytes": lognormal(&mut rng, 3000.0, 0.3).round()}),
+                ),
+                _ => (
+                    "GET".into(),
+                    pick(
+                        &mut rng,
+                        &[
+                            "/shop/.git/config",
+                            "/shop/WEB-INF/web.xml",
+                            "/shop/backup/shop.sql.gz",
+                            "/shop/.env",
+                            "/shop/admin/config.bak",
+                        ],
+                    )
+                    .to_string(),
+                    json!({}),
+                    json!({"status": 404, "latency_ms": 3, "bytes": 300}),
+                ),
+            };
+            let at = rng.gen_range(0..held.len());
+            held.insert(at, row(a, r, i, o, Some(class)));
+        }
+    }
+    (hist, held)
+}
+
 fn with_agent(ev: &Value, agent_id: &str) -> Value {
     let mut e = ev.clone();
     e["agent_id"] = json!(agent_id);
@@ -742,7 +950,14 @@ fn auc_of(scores: &[f64], rows: &[Row], keep: &dyn Fn(usize) -> bool) -> f64 {
 
 fn per_class(scores: &[f64], rows: &[Row]) -> String {
     let normal: Vec<bool> = rows.iter().map(|r| r.attack.is_none()).collect();
-    CLASSES
+    let mut classes: Vec<&'static str> = Vec::new();
+    for c in rows.iter().filter_map(|r| r.attack) {
+        if !classes.contains(&c) {
+            classes.push(c);
+        }
+    }
+    classes.sort_unstable();
+    classes
         .iter()
         .map(|c| {
             let (mut s, mut y) = (Vec::new(), Vec::new());

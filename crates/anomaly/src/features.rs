@@ -22,7 +22,8 @@
 //!   history (`ln((k+1)/(W·p+1))`), and the rarity of the action among the agent's last
 //!   [`AGENT_WINDOW`] actions (recent rate and mix, independent of the pace);
 //! - the rarity of each string's shape (character classes and length) under its key, query
-//!   parameters of the resource included (a letter in a numeric field, a long value).
+//!   parameters of the resource and of form-encoded strings included (a letter in a numeric
+//!   field, a long value).
 //!
 //! Strings are percent-decoded before they are read.
 //!
@@ -36,7 +37,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// The feature definition; a stored model built with another one is refused at load.
-pub const FEATURE_VERSION: &str = "steward-anomaly-features-3 (dense 29, bag 128)";
+pub const FEATURE_VERSION: &str = "steward-anomaly-features-4 (dense 29, bag 128)";
 /// Number of dense features.
 pub const DENSE: usize = 29;
 /// Number of hashed trigram buckets of the supervised model's bag.
@@ -466,6 +467,26 @@ impl Vocab {
         }
     }
 
+    /// A parameter of a query string or form-encoded string.
+    fn param(&self, w: &mut Walk<'_>, k: &[u8], val: &[u8]) {
+        let kh = fnv(FNV, k);
+        w.keys += 1;
+        if self.count(mix(kh, kind::KEY)) - w.loo < 0.5 {
+            w.unseen_keys += 1;
+        }
+        let r = self.rare(mix(value_hash(kh, val), kind::STR_VALUE), w.loo);
+        w.value_rarity = w.value_rarity.max(r);
+        let r = self.rare(mix(shape(kh, val), kind::SHAPE), w.loo);
+        w.shape_rarity = w.shape_rarity.max(r);
+    }
+
+    fn count_param(&mut self, k: &[u8], val: &[u8]) {
+        let kh = fnv(FNV, k);
+        bump_map(&mut self.counts, mix(kh, kind::KEY));
+        bump_map(&mut self.counts, mix(value_hash(kh, val), kind::STR_VALUE));
+        bump_map(&mut self.counts, mix(shape(kh, val), kind::SHAPE));
+    }
+
     fn walk(&self, w: &mut Walk<'_>, key: u64, v: &Value, depth: u32) {
         w.depth = w.depth.max(depth);
         match v {
@@ -497,6 +518,11 @@ impl Vocab {
                 }
                 let r = self.rare(mix(shape(key, s.as_bytes()), kind::SHAPE), w.loo);
                 w.shape_rarity = w.shape_rarity.max(r);
+                if let Some(f) = form(s) {
+                    for (k, val) in pairs(f) {
+                        self.param(w, k, val);
+                    }
+                }
             }
             Value::Number(n) => {
                 w.leaves += 1;
@@ -580,15 +606,7 @@ impl Vocab {
             shape_rarity: 0.0,
         };
         for (k, val) in query(p.resource) {
-            let kh = fnv(FNV, k);
-            w.keys += 1;
-            if self.count(mix(kh, kind::KEY)) - loo < 0.5 {
-                w.unseen_keys += 1;
-            }
-            let r = self.rare(mix(value_hash(kh, val), kind::STR_VALUE), loo);
-            w.value_rarity = w.value_rarity.max(r);
-            let r = self.rare(mix(shape(kh, val), kind::SHAPE), loo);
-            w.shape_rarity = w.shape_rarity.max(r);
+            self.param(&mut w, k, val);
         }
         self.walk(&mut w, FNV, e, 0);
         let s = &w.strings;
@@ -695,9 +713,7 @@ impl Vocab {
             bump(mix(mix(mix(act, p.agent), pre), kind::AGENT_ACTION_PREFIX));
             bump(mix(p.agent, kind::AGENT));
             for (k, val) in query(p.resource) {
-                bump(mix(fnv(FNV, k), kind::KEY));
-                bump(mix(value_hash(fnv(FNV, k), val), kind::STR_VALUE));
-                bump(mix(shape(fnv(FNV, k), val), kind::SHAPE));
+                v.count_param(k, val);
             }
             v.hours[p.hour] += 1;
             if let Some(a) = p.approved {
@@ -786,6 +802,11 @@ impl Vocab {
                     );
                 }
                 bump_map(&mut self.counts, mix(shape(key, s.as_bytes()), kind::SHAPE));
+                if let Some(f) = form(s) {
+                    for (k, val) in pairs(f) {
+                        self.count_param(k, val);
+                    }
+                }
             }
             Value::Number(n) => {
                 let x = n.as_f64().unwrap_or(0.0);
@@ -884,7 +905,16 @@ fn decode<'a>(s: &'a [u8], buf: &'a mut [u8; 512]) -> &'a [u8] {
 
 /// The query parameters of a resource (`?k=v&k2=v2`), raw.
 fn query(resource: &str) -> impl Iterator<Item = (&[u8], &[u8])> {
-    let q = resource.split_once('?').map_or("", |(_, q)| q);
+    pairs(resource.split_once('?').map_or("", |(_, q)| q))
+}
+
+/// A string leaf that reads as form-encoded parameters (`k=v&k2=v2`, no spaces).
+fn form(s: &str) -> Option<&str> {
+    (s.len() <= 4096 && s.contains('=') && !s.contains(' ')).then_some(s)
+}
+
+/// `k=v` pairs separated by `&`, raw.
+fn pairs(q: &str) -> impl Iterator<Item = (&[u8], &[u8])> {
     q.split('&').filter(|p| !p.is_empty()).map(|p| {
         let (k, v) = p.split_once('=').unwrap_or((p, ""));
         (k.as_bytes(), v.as_bytes())

@@ -307,11 +307,10 @@ fn build_anomaly(
 ) -> steward_anomaly::service::Detector {
     use steward_anomaly::scorer::{ScoreConfig, Scorer};
     let a = &settings.anomaly;
-    let backend = match a.model_backend.as_str() {
-        "onnx" => "onnx",
-        "hybrid" => "hybrid",
-        _ => "sklearn",
-    };
+    let codec =
+        steward_anomaly::codec::AnomalyCodec::new(&a.model_backend, Some(&a.onnx_model_path));
+    // The backend that serves: `onnx`/`hybrid` only with a loaded artifact.
+    let backend = codec.backend_name();
     let scorer = Arc::new(Scorer::new(ScoreConfig {
         ml_weight: a.risk_ml_weight,
         threshold: a.threshold,
@@ -328,7 +327,6 @@ fn build_anomaly(
             scorer: scorer.clone(),
         }),
     );
-    let codec = steward_anomaly::codec::AnomalyCodec::new(backend, Some(&a.onnx_model_path));
     steward_anomaly::service::Detector::new(
         db.clone(),
         bus.clone(),

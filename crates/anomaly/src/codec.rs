@@ -390,6 +390,14 @@ impl Backend {
     }
 }
 
+fn backend_name(backend: Backend, onnx: bool) -> &'static str {
+    match (backend, onnx) {
+        (Backend::Onnx, true) => "onnx",
+        (Backend::Hybrid, true) => "hybrid",
+        _ => "sklearn",
+    }
+}
+
 /// A tenant's model in memory, with the live window of its agents.
 pub struct Live {
     model: Model,
@@ -429,11 +437,7 @@ impl LoadedModel for Live {
     }
 
     fn backend(&self) -> &'static str {
-        match (self.backend, self.onnx.is_some()) {
-            (Backend::Onnx, true) => "onnx",
-            (Backend::Hybrid, true) => "hybrid",
-            _ => "sklearn",
-        }
+        backend_name(self.backend, self.onnx.is_some())
     }
 }
 
@@ -471,6 +475,12 @@ impl AnomalyCodec {
             onnx,
             seed: 42,
         }
+    }
+
+    /// The backend reported while a model of this codec serves: the configured `onnx` or
+    /// `hybrid` with a loaded artifact, else `sklearn`.
+    pub fn backend_name(&self) -> &'static str {
+        backend_name(self.backend, self.onnx.is_some())
     }
 
     /// Whether the ONNX artifact is loaded (`onnx_loaded` of the detector status).

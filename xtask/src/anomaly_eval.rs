@@ -1005,8 +1005,10 @@ fn in_process(
     let (model, _) = Model::train(&hist, &vec![None; hist.len()], 0.1, 42, &mut none)
         .map_err(|e| anyhow!("{e}"))?;
     let train_s = t.elapsed().as_secs_f64();
+    // As in the server: window values of scored events are kept for labels given later.
+    let seen = std::sync::Arc::new(steward_anomaly::seen::Seen::default());
     let score_all = |m: Model| -> Vec<f64> {
-        let live = Live::new(m, None, Backend::Native);
+        let live = Live::new(m, None, Backend::Native).with_seen(seen.clone());
         holdout
             .iter()
             .map(|r| live.score(&with_agent(&r.event, &ids[r.agent])))
@@ -1058,11 +1060,11 @@ fn in_process(
     let mut events = hist.clone();
     let mut labels = vec![None; hist.len()];
     for &i in &lab {
-        events.push(holdout[i].event.clone());
+        events.push(with_agent(&holdout[i].event, &ids[holdout[i].agent]));
         labels.push(Some(true));
     }
-    let (model, rep) =
-        Model::train(&events, &labels, 0.1, 42, &mut none).map_err(|e| anyhow!("{e}"))?;
+    let (model, rep) = Model::train_with(&events, &labels, 0.1, 42, Some(&seen), &mut none)
+        .map_err(|e| anyhow!("{e}"))?;
     let s = score_all(model);
     let all = auc_of(&s, holdout, &|_| true);
     let rest = auc_of(&s, holdout, &|i| lab.binary_search(&i).is_err());

@@ -27,6 +27,7 @@ pub const FEATURE_VERSION_OF: &str = FEATURE_VERSION;
 use crate::iforest::{IsolationForest, Params};
 use crate::onnx::OnnxModel;
 use crate::scorer::LoadedModel;
+use crate::seen::Seen;
 use crate::service::ModelCodec;
 use crate::supervised::Logistic;
 
@@ -34,9 +35,6 @@ use crate::supervised::Logistic;
 pub const LIBRARY_VERSION: &str =
     "steward-anomaly-model/1 (iforest/1, smartcore/0.4 logistic, serde_json)";
 
-/// Dense features the supervised model reads: the payload and history-rarity ones, not
-/// those an event's origin changes (agent window, hour, approval, reasoning, agent pairs),
-/// which differ between audit entries and report/feedback `event_data`.
 /// Dense features where a value beyond the history's range means "more unusual", with the
 /// smallest scale of an excess (shares 0.05, rarities and surprises 0.5, counts 0.5).
 const TAIL: [(usize, f32); 21] = [
@@ -63,8 +61,12 @@ const TAIL: [(usize, f32); 21] = [
     (28, 0.5),
 ];
 
-const SUPERVISED_DENSE: [usize; 22] = [
-    0, 1, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 28,
+/// Dense features the supervised model reads: the payload and history-rarity ones, not
+/// those an event's origin changes (hour, approval, reasoning, agent pairs), which differ
+/// between audit entries and report/feedback `event_data`. The agent window (26, 27) is read:
+/// a labelled event gets the values it was scored with ([`Seen`]), else the history's medians.
+const SUPERVISED_DENSE: [usize; 24] = [
+    0, 1, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 26, 27, 28,
 ];
 /// Inputs of the supervised model: those features, the forest score, the bag.
 pub const SUPERVISED_INPUTS: usize = SUPERVISED_DENSE.len() + 1 + BAG;
@@ -130,6 +132,18 @@ impl Model {
         labels: &[Option<bool>],
         contamination: f64,
         seed: u64,
+        progress: &mut dyn FnMut(f64) -> Result<()>,
+    ) -> Result<(Model, TrainReport)> {
+        Model::train_with(events, labels, contamination, seed, None, progress)
+    }
+
+    /// [`Model::train`], the labelled anomalies taking their window values from `seen`.
+    pub fn train_with(
+        events: &[Value],
+        labels: &[Option<bool>],
+        contamination: f64,
+        seed: u64,
+        seen: Option<&Seen>,
         progress: &mut dyn FnMut(f64) -> Result<()>,
     ) -> Result<(Model, TrainReport)> {
         let label = |i: usize| labels.get(i).copied().flatten();
@@ -229,6 +243,8 @@ impl Model {
                 let mut d = [0f32; DENSE];
                 let mut bag = [0f32; BAG];
                 model.vocab.featurize_loo(history[i], &mut d, &mut bag);
+                d[26] = dense[i][26];
+                d[27] = dense[i][27];
                 x.extend(supervised_row(&d, scores[i], &bag));
                 y.push(false);
             }
@@ -236,9 +252,14 @@ impl Model {
             for e in &positives {
                 let mut d = [0f32; DENSE];
                 let mut bag = [0f32; BAG];
-                model.vocab.featurize_detached(e, &mut d, &mut bag);
-                d[26] = window[0];
-                d[27] = window[1];
+                match seen.and_then(|s| s.get(e)) {
+                    Some(w) => model.vocab.featurize_with(e, w, &mut d, Some(&mut bag)),
+                    None => {
+                        model.vocab.featurize_detached(e, &mut d, &mut bag);
+                        d[26] = window[0];
+                        d[27] = window[1];
+                    }
+                }
                 let row = supervised_row(&d, model.forest.score(&d), &bag);
                 for _ in 0..repeat {
                     x.extend(row);
@@ -342,20 +363,22 @@ impl Model {
         self.score_features(&dense, &bag)
     }
 
-    /// The features of an event (the bag only when the supervised part exists).
+    /// The features of an event (the bag only when the supervised part exists); returns the
+    /// window values used.
     pub fn features(
         &self,
         e: &Value,
         window: Option<&Mutex<Window>>,
         dense: &mut [f32; DENSE],
         bag: &mut [f32; BAG],
-    ) {
+    ) -> (f32, f32) {
         let w = match window {
             Some(w) => w.lock().unwrap_or_else(|p| p.into_inner()).observe_event(e),
             None => (0.0, 0.0),
         };
         let bag = self.supervised.as_ref().map(|_| bag);
         self.vocab.featurize_with(e, w, dense, bag);
+        w
     }
 
     /// The tail thresholds `(feature, p99.9, scale)` (diagnostics).
@@ -404,6 +427,7 @@ pub struct Live {
     window: Mutex<Window>,
     onnx: Option<Arc<OnnxModel>>,
     backend: Backend,
+    seen: Option<Arc<Seen>>,
 }
 
 impl Live {
@@ -414,7 +438,14 @@ impl Live {
             window,
             onnx,
             backend,
+            seen: None,
         }
+    }
+
+    /// Records the window values of every scored event in `seen`.
+    pub fn with_seen(mut self, seen: Arc<Seen>) -> Live {
+        self.seen = Some(seen);
+        self
     }
 }
 
@@ -422,8 +453,12 @@ impl LoadedModel for Live {
     fn score(&self, e: &Value) -> f64 {
         let mut dense = [0f32; DENSE];
         let mut bag = [0f32; BAG];
-        self.model
+        let w = self
+            .model
             .features(e, Some(&self.window), &mut dense, &mut bag);
+        if let Some(seen) = &self.seen {
+            seen.record(e, w);
+        }
         let native = || self.model.score_features(&dense, &bag);
         let onnx = || self.onnx.as_ref().and_then(|o| o.score(&dense).ok());
         match self.backend {
@@ -446,6 +481,8 @@ impl LoadedModel for Live {
 pub struct AnomalyCodec {
     backend: Backend,
     onnx: Option<Arc<OnnxModel>>,
+    /// Window values of the events this instance scored (for labels given later).
+    seen: Arc<Seen>,
     /// Seed of the forests (fixed: the same history gives the same model).
     pub seed: u64,
 }
@@ -473,6 +510,7 @@ impl AnomalyCodec {
         AnomalyCodec {
             backend,
             onnx,
+            seen: Arc::new(Seen::default()),
             seed: 42,
         }
     }
@@ -497,7 +535,14 @@ impl AnomalyCodec {
         handle: &TrainHandle,
     ) -> Result<TrainedModel> {
         let mut progress = |p: f64| handle.progress(p);
-        let (model, r) = Model::train(events, labels, contamination, self.seed, &mut progress)?;
+        let (model, r) = Model::train_with(
+            events,
+            labels,
+            contamination,
+            self.seed,
+            Some(&self.seen),
+            &mut progress,
+        )?;
         let bytes = serde_json::to_vec(&model).map_err(Error::internal)?;
         Ok(TrainedModel {
             bytes,
@@ -553,6 +598,8 @@ impl ModelCodec for AnomalyCodec {
             )));
         }
         let model: Model = serde_json::from_slice(&stored.bytes).map_err(Error::internal)?;
-        Ok(Arc::new(Live::new(model, self.onnx.clone(), self.backend)))
+        Ok(Arc::new(
+            Live::new(model, self.onnx.clone(), self.backend).with_seen(self.seen.clone()),
+        ))
     }
 }

@@ -7,5 +7,6 @@ pub mod iforest;
 pub mod onnx;
 pub mod reports;
 pub mod scorer;
+pub mod seen;
 pub mod service;
 pub mod supervised;

@@ -30,11 +30,19 @@
 //! Training computes each event's features leave-one-out (its own counts removed), so that
 //! an event seen once in the history looks as rare as an unseen one at scoring time.
 
-use std::collections::{HashMap, VecDeque};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::VecDeque;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+mod build;
+mod text;
+
+pub use text::IdHasher;
+use text::{
+    decode, fnv, fold, form, is_meta, kind, mix, pairs, query, shape, trigram, value_hash, IdMap,
+    FNV,
+};
 
 /// The feature definition; a stored model built with another one is refused at load.
 pub const FEATURE_VERSION: &str = "steward-anomaly-features-4 (dense 29, bag 128)";
@@ -48,6 +56,9 @@ const TRIGRAMS: usize = 1 << 16;
 pub const WINDOW: usize = 16;
 /// Recent actions of an agent over which the action mix is taken.
 pub const AGENT_WINDOW: usize = 32;
+
+/// Dense features and (when asked) bags of a history.
+pub type HistoryFeatures = (Vec<[f32; DENSE]>, Vec<[f32; BAG]>);
 
 /// Names of the dense features, in order.
 pub const NAMES: [&str; DENSE] = [
@@ -102,95 +113,6 @@ const META: [&str; 17] = [
     "signature",
     "source",
 ];
-
-/// A hasher for keys that are already hashes.
-#[derive(Default, Clone, Copy)]
-pub struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0 << 8) ^ u64::from(*b);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
-}
-
-type IdMap<V> = HashMap<u64, V, BuildHasherDefault<IdHasher>>;
-
-const FNV: u64 = 0xcbf2_9ce4_8422_2325;
-const PRIME: u64 = 0x0000_0100_0000_01b3;
-
-#[inline]
-fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(PRIME);
-    }
-    h
-}
-
-#[inline]
-fn mix(h: u64, k: u64) -> u64 {
-    let x = (h ^ k.rotate_left(29)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    x ^ (x >> 31)
-}
-
-/// Kinds of counted categories (salts of their hashes).
-mod kind {
-    pub const ACTION: u64 = 1;
-    pub const ACTION_PREFIX: u64 = 2;
-    pub const AGENT_ACTION: u64 = 3;
-    pub const AGENT_ACTION_PREFIX: u64 = 4;
-    pub const TOKEN: u64 = 5;
-    pub const STR_VALUE: u64 = 6;
-    pub const NUM_VALUE: u64 = 7;
-    pub const KEY_SET: u64 = 8;
-    pub const KEY: u64 = 9;
-    pub const AGENT: u64 = 10;
-    pub const SHAPE: u64 = 11;
-}
-
-/// Folds a byte for the character model: ASCII lowercase, digits to `0`.
-#[inline]
-fn fold(b: u8) -> u8 {
-    match b {
-        b'0'..=b'9' => b'0',
-        b'A'..=b'Z' => b + 32,
-        _ => b,
-    }
-}
-
-#[inline]
-fn is_meta(b: u8) -> bool {
-    matches!(
-        b,
-        b'<' | b'>'
-            | b'\''
-            | b'"'
-            | b'('
-            | b')'
-            | b';'
-            | b'{'
-            | b'}'
-            | b'['
-            | b']'
-            | b'$'
-            | b'|'
-            | b'`'
-            | b'\\'
-            | b'%'
-            | b'*'
-            | b'!'
-            | b'^'
-            | b'~'
-    ) || b < 0x20
-}
 
 /// Streaming statistics of a numeric key.
 #[derive(Serialize, Deserialize, Clone, Copy, Default, Debug)]
@@ -480,13 +402,6 @@ impl Vocab {
         w.shape_rarity = w.shape_rarity.max(r);
     }
 
-    fn count_param(&mut self, k: &[u8], val: &[u8]) {
-        let kh = fnv(FNV, k);
-        bump_map(&mut self.counts, mix(kh, kind::KEY));
-        bump_map(&mut self.counts, mix(value_hash(kh, val), kind::STR_VALUE));
-        bump_map(&mut self.counts, mix(shape(kh, val), kind::SHAPE));
-    }
-
     fn walk(&self, w: &mut Walk<'_>, key: u64, v: &Value, depth: u32) {
         w.depth = w.depth.max(depth);
         match v {
@@ -682,185 +597,6 @@ impl Vocab {
         w
     }
 
-    /// Builds the statistics of a history. `progress` is called every 4096 events with the
-    /// fraction done and stops the work on error.
-    pub fn build<E>(
-        events: &[&Value],
-        mut progress: impl FnMut(f64) -> Result<(), E>,
-    ) -> Result<Vocab, E> {
-        let mut v = Vocab {
-            n: events.len() as f64,
-            counts: IdMap::default(),
-            trigrams: vec![0; TRIGRAMS],
-            trigram_total: 0.0,
-            numbers: IdMap::default(),
-            hours: [0; 24],
-            approved_default: 0.0,
-            tail: Vec::new(),
-        };
-        let mut approved = (0u64, 0u64);
-        for (i, e) in events.iter().enumerate() {
-            if i % 4096 == 0 {
-                progress(i as f64 / events.len().max(1) as f64)?;
-            }
-            let p = parts(e);
-            let act = fnv(FNV, p.action.as_bytes());
-            let pre = prefix_hash(p.resource);
-            let mut bump = |h: u64| *v.counts.entry(h).or_insert(0) += 1;
-            bump(mix(act, kind::ACTION));
-            bump(mix(mix(act, pre), kind::ACTION_PREFIX));
-            bump(mix(mix(act, p.agent), kind::AGENT_ACTION));
-            bump(mix(mix(mix(act, p.agent), pre), kind::AGENT_ACTION_PREFIX));
-            bump(mix(p.agent, kind::AGENT));
-            for (k, val) in query(p.resource) {
-                v.count_param(k, val);
-            }
-            v.hours[p.hour] += 1;
-            if let Some(a) = p.approved {
-                if a {
-                    approved.0 += 1;
-                } else {
-                    approved.1 += 1;
-                }
-            }
-            v.count_text(p.resource);
-            let mut key_set = 0u64;
-            let endpoint = [mix(act, path_hash(p.resource, usize::MAX)), mix(act, pre)];
-            v.count_walk(FNV, endpoint, e, 0, &mut key_set);
-            bump_map(&mut v.counts, mix(key_set, kind::KEY_SET));
-        }
-        v.approved_default = if approved.0 > approved.1 { 1.0 } else { 0.0 };
-        v.tail = events
-            .iter()
-            .rev()
-            .take(WINDOW)
-            .rev()
-            .map(|e| Self::window_keys(e))
-            .collect();
-        Ok(v)
-    }
-
-    fn count_text(&mut self, s: &str) {
-        let mut buf = [0u8; 512];
-        let bytes = decode(s.as_bytes(), &mut buf);
-        let (mut a, mut b) = (b'^', b'^');
-        let mut token = FNV;
-        let mut token_len = 0;
-        for i in 0..=bytes.len() {
-            let c = if i < bytes.len() {
-                fold(bytes[i])
-            } else {
-                b'$'
-            };
-            let idx = trigram(a, b, c);
-            self.trigrams[idx] = self.trigrams[idx].saturating_add(1);
-            self.trigram_total += 1.0;
-            a = b;
-            b = c;
-            if c.is_ascii_alphanumeric() || c >= 0x80 {
-                token = fnv(token, &[c]);
-                token_len += 1;
-            } else if token_len > 0 {
-                bump_map(&mut self.counts, mix(token, kind::TOKEN));
-                token = FNV;
-                token_len = 0;
-            }
-        }
-    }
-
-    fn count_walk(
-        &mut self,
-        key: u64,
-        endpoint: [u64; 2],
-        v: &Value,
-        depth: u32,
-        key_set: &mut u64,
-    ) {
-        match v {
-            Value::Object(m) => {
-                for (k, v) in m {
-                    if depth == 0 && META.contains(&k.as_str()) {
-                        continue;
-                    }
-                    let kh = fnv(FNV, k.as_bytes());
-                    *key_set = key_set.wrapping_add(mix(kh, u64::from(depth)));
-                    bump_map(&mut self.counts, mix(kh, kind::KEY));
-                    self.count_walk(kh, endpoint, v, depth + 1, key_set);
-                }
-            }
-            Value::Array(a) => {
-                for v in a {
-                    self.count_walk(key, endpoint, v, depth + 1, key_set);
-                }
-            }
-            Value::String(s) => {
-                self.count_text(s);
-                if s.len() <= 64 {
-                    bump_map(
-                        &mut self.counts,
-                        mix(value_hash(key, s.as_bytes()), kind::STR_VALUE),
-                    );
-                }
-                bump_map(&mut self.counts, mix(shape(key, s.as_bytes()), kind::SHAPE));
-                if let Some(f) = form(s) {
-                    for (k, val) in pairs(f) {
-                        self.count_param(k, val);
-                    }
-                }
-            }
-            Value::Number(n) => {
-                let x = n.as_f64().unwrap_or(0.0);
-                let lx = x.abs().ln_1p();
-                for k in [key, mix(key, endpoint[0]), mix(key, endpoint[1])] {
-                    let st = self.numbers.entry(k).or_default();
-                    st.n += 1.0;
-                    st.sum += lx;
-                    st.sq += lx * lx;
-                }
-                if x.fract() == 0.0 && (0.0..1000.0).contains(&x) {
-                    bump_map(
-                        &mut self.counts,
-                        mix(fnv(key, &x.to_le_bytes()), kind::NUM_VALUE),
-                    );
-                }
-            }
-            Value::Bool(b) => bump_map(
-                &mut self.counts,
-                mix(fnv(key, &[u8::from(*b) + 1]), kind::STR_VALUE),
-            ),
-            Value::Null => {}
-        }
-    }
-
-    /// Features of the history itself, leave-one-out, in order (the window replayed).
-    pub fn featurize_history<E>(
-        &self,
-        events: &[&Value],
-        with_bag: bool,
-        mut progress: impl FnMut(f64) -> Result<(), E>,
-    ) -> Result<HistoryFeatures, E> {
-        let mut window = Window::default();
-        let mut dense = Vec::with_capacity(events.len());
-        let mut bags = Vec::with_capacity(if with_bag { events.len() } else { 0 });
-        for (i, e) in events.iter().enumerate() {
-            if i % 4096 == 0 {
-                progress(i as f64 / events.len().max(1) as f64)?;
-            }
-            let (agent, action) = Self::window_keys(e);
-            let w = window.observe(agent, action);
-            let mut out = [0f32; DENSE];
-            if with_bag {
-                let mut bag = [0f32; BAG];
-                self.features(e, w, 1.0, &mut out, Some(&mut bag));
-                bags.push(bag);
-            } else {
-                self.features(e, w, 1.0, &mut out, None);
-            }
-            dense.push(out);
-        }
-        Ok((dense, bags))
-    }
-
     /// Features of one history event, leave-one-out, outside the window (zeros there).
     pub fn featurize_loo(&self, e: &Value, out: &mut [f32; DENSE], bag: &mut [f32; BAG]) {
         self.features(e, (0.0, 0.0), 1.0, out, Some(bag));
@@ -871,93 +607,6 @@ impl Vocab {
     pub fn featurize_detached(&self, e: &Value, out: &mut [f32; DENSE], bag: &mut [f32; BAG]) {
         self.features(e, (0.0, 0.0), 0.0, out, Some(bag));
     }
-}
-
-/// Percent-decodes `s` into `buf` when it holds an escape (strings longer than the buffer
-/// are read as they are).
-fn decode<'a>(s: &'a [u8], buf: &'a mut [u8; 512]) -> &'a [u8] {
-    if s.len() > buf.len() || !s.contains(&b'%') {
-        return s;
-    }
-    let hex = |b: u8| match b {
-        b'0'..=b'9' => Some(b - b'0'),
-        b'a'..=b'f' => Some(b - b'a' + 10),
-        b'A'..=b'F' => Some(b - b'A' + 10),
-        _ => None,
-    };
-    let (mut i, mut n) = (0, 0);
-    while i < s.len() {
-        let b = s[i];
-        if b == b'%' && i + 2 < s.len() {
-            if let (Some(h), Some(l)) = (hex(s[i + 1]), hex(s[i + 2])) {
-                buf[n] = h * 16 + l;
-                n += 1;
-                i += 3;
-                continue;
-            }
-        }
-        buf[n] = b;
-        n += 1;
-        i += 1;
-    }
-    &buf[..n]
-}
-
-/// The query parameters of a resource (`?k=v&k2=v2`), raw.
-fn query(resource: &str) -> impl Iterator<Item = (&[u8], &[u8])> {
-    pairs(resource.split_once('?').map_or("", |(_, q)| q))
-}
-
-/// A string leaf that reads as form-encoded parameters (`k=v&k2=v2`, no spaces).
-fn form(s: &str) -> Option<&str> {
-    (s.len() <= 4096 && s.contains('=') && !s.contains(' ')).then_some(s)
-}
-
-/// `k=v` pairs separated by `&`, raw.
-fn pairs(q: &str) -> impl Iterator<Item = (&[u8], &[u8])> {
-    q.split('&').filter(|p| !p.is_empty()).map(|p| {
-        let (k, v) = p.split_once('=').unwrap_or((p, ""));
-        (k.as_bytes(), v.as_bytes())
-    })
-}
-
-/// Hash of a (key, value) pair, the value folded.
-fn value_hash(key: u64, v: &[u8]) -> u64 {
-    v.iter().fold(key, |h, b| fnv(h, &[fold(*b)]))
-}
-
-/// Hash of a (key, shape) pair: the character classes present and the length's magnitude.
-fn shape(key: u64, v: &[u8]) -> u64 {
-    let mut bits = 0u32;
-    for &b in v {
-        bits |= match b {
-            b'a'..=b'z' => 1,
-            b'A'..=b'Z' => 2,
-            b'0'..=b'9' => 4,
-            b' ' | b'+' => 8,
-            b'-' | b'_' | b'.' | b'@' | b':' | b'/' | b',' => 16,
-            b'%' => 32,
-            0x80.. => 64,
-            _ if is_meta(b) => 128,
-            _ => 256,
-        };
-    }
-    let len = usize::BITS - v.len().leading_zeros();
-    mix(key, u64::from(bits) << 8 | u64::from(len))
-}
-
-/// Dense features and (when asked) bags of a history.
-pub type HistoryFeatures = (Vec<[f32; DENSE]>, Vec<[f32; BAG]>);
-
-fn bump_map(m: &mut IdMap<u32>, h: u64) {
-    *m.entry(h).or_insert(0) += 1;
-}
-
-#[inline]
-fn trigram(a: u8, b: u8, c: u8) -> usize {
-    let h = (u32::from(a).wrapping_mul(0x9E37_79B1) ^ u32::from(b).wrapping_mul(0x85EB_CA77))
-        .wrapping_add(u32::from(c).wrapping_mul(0xC2B2_AE3D));
-    ((h ^ (h >> 15)) as usize) & (TRIGRAMS - 1)
 }
 
 #[cfg(test)]

@@ -474,6 +474,36 @@ impl LoadedModel for Live {
     fn backend(&self) -> &'static str {
         backend_name(self.backend, self.onnx.is_some())
     }
+
+    /// The native models on an event of at most 512 values and 16 KiB of strings cost a few
+    /// microseconds (bounded tree walks, a dot product); ONNX artifacts and larger events go
+    /// through the blocking pool under the time-out.
+    fn inline(&self, event: &Value) -> bool {
+        (self.backend == Backend::Native || self.onnx.is_none()) && small(event)
+    }
+}
+
+/// Whether an event has at most 512 values and 16 KiB of strings (stops counting early).
+fn small(event: &Value) -> bool {
+    fn walk(v: &Value, budget: &mut (i32, i64)) -> bool {
+        budget.0 -= 1;
+        if budget.0 < 0 {
+            return false;
+        }
+        match v {
+            Value::String(s) => {
+                budget.1 -= s.len() as i64;
+                budget.1 >= 0
+            }
+            Value::Array(a) => a.iter().all(|v| walk(v, budget)),
+            Value::Object(m) => m.iter().all(|(k, v)| {
+                budget.1 -= k.len() as i64;
+                walk(v, budget)
+            }),
+            _ => true,
+        }
+    }
+    walk(event, &mut (512, 16 * 1024))
 }
 
 /// The service's codec (see the module documentation).

@@ -15,6 +15,12 @@ pub trait LoadedModel: Send + Sync + 'static {
     fn score(&self, event: &Value) -> f64;
     /// The backend name reported while this model serves (`sklearn`, `onnx`, `hybrid`).
     fn backend(&self) -> &'static str;
+    /// Whether scoring this event has a small bound by construction (microseconds), so that
+    /// it runs on the caller's thread instead of the blocking pool. The hard time-out guards
+    /// every other call; the default is `false`.
+    fn inline(&self, _event: &Value) -> bool {
+        false
+    }
 }
 
 /// One scoring result.
@@ -219,6 +225,17 @@ impl Scorer {
             return self.combine(None, rules, reasons, "rules");
         };
         let backend = model.backend();
+        if model.inline(event) {
+            // Bounded cost: no hand-off to the blocking pool (its wake-up dominates).
+            let ml = model.score(event);
+            let scored = if ml.is_finite() {
+                self.combine(Some(ml.clamp(0.0, 1.0)), rules, reasons, backend)
+            } else {
+                self.combine(None, rules, reasons, "rules")
+            };
+            self.set_backend(tenant, scored.backend);
+            return scored;
+        }
         let ev = event.clone();
         let work = tokio::task::spawn_blocking(move || model.score(&ev));
         let scored = match tokio::time::timeout(self.config.ml_timeout, work).await {

@@ -163,3 +163,26 @@ fn cancel_stops_training_within_a_second() {
     assert!(failed, "a cancelled training must not produce a model");
     assert!(ended.duration_since(cancelled_at) < Duration::from_secs(1));
 }
+
+#[test]
+fn native_model_scores_small_events_inline_and_large_ones_on_the_pool() {
+    let history: Vec<Value> = (0..200).map(normal).collect();
+    let codec = AnomalyCodec::new("hybrid", None);
+    let t = codec
+        .train(&history, None, 0.1, &TrainHandle::default())
+        .unwrap();
+    let m = codec.load(&stored(t)).unwrap();
+    assert!(m.inline(&normal(1)));
+    let mut big = normal(2);
+    big["input"]["blob"] = json!("x".repeat(64 * 1024));
+    assert!(
+        !m.inline(&big),
+        "a large event goes through the time-out path"
+    );
+    let many: Vec<Value> = (0..2000).map(|i| json!(i)).collect();
+    let mut wide = normal(3);
+    wide["input"]["items"] = json!(many);
+    assert!(!m.inline(&wide));
+    // Both still score.
+    assert!((0.0..=1.0).contains(&m.score(&big)));
+}

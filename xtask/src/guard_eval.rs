@@ -78,7 +78,10 @@ fn args(rest: &[String]) -> Result<Args> {
             "--corpus" => &mut a.corpus,
             other => bail!("unknown option {other}"),
         };
-        *slot = it.next().with_context(|| format!("{flag} needs a value"))?.into();
+        *slot = it
+            .next()
+            .with_context(|| format!("{flag} needs a value"))?
+            .into();
     }
     Ok(a)
 }
@@ -97,7 +100,11 @@ fn train(samples: &[(String, bool)]) -> Result<MlModel> {
 }
 
 pub fn guard_train(rest: &[String]) -> Result<()> {
-    let Args { data, out, corpus: corpus_path } = args(rest)?;
+    let Args {
+        data,
+        out,
+        corpus: corpus_path,
+    } = args(rest)?;
     let mut samples: Vec<(String, bool)> = load(&data)?
         .into_iter()
         .map(|s| (s.text, s.attack))
@@ -226,7 +233,11 @@ fn score_split(
 }
 
 pub fn guard_eval(rest: &[String]) -> Result<()> {
-    let Args { data, corpus: corpus_path, .. } = args(rest)?;
+    let Args {
+        data,
+        corpus: corpus_path,
+        ..
+    } = args(rest)?;
     let all = load(&data)?;
     let builtin = corpus(&corpus_path)?;
     let policy = PolicyDetector::new(GUARD_REGO);

@@ -45,7 +45,7 @@ use text::{
 };
 
 /// The feature definition; a stored model built with another one is refused at load.
-pub const FEATURE_VERSION: &str = "steward-anomaly-features-4 (dense 29, bag 128)";
+pub const FEATURE_VERSION: &str = "steward-anomaly-features-5 (dense 29, bag 128)";
 /// Number of dense features.
 pub const DENSE: usize = 29;
 /// Number of hashed trigram buckets of the supervised model's bag.
@@ -140,6 +140,9 @@ pub struct Vocab {
     hours: [u32; 24],
     /// The approval flag imputed when an event has none.
     approved_default: f32,
+    /// The reasoning-length feature imputed when an event has no `reasoning` (the history's
+    /// median): reports and policy checks carry none.
+    reasoning_default: f32,
     /// The last (agent, action) pairs of the history, seeding the live window.
     tail: Vec<(u64, u64)>,
 }
@@ -198,7 +201,8 @@ struct Parts<'a> {
     agent: u64,
     hour: usize,
     approved: Option<bool>,
-    reasoning_len: usize,
+    /// None when the event has no `reasoning` (a report or a policy check).
+    reasoning_len: Option<usize>,
 }
 
 fn agent_hash(e: &Value) -> u64 {
@@ -223,9 +227,9 @@ fn hour_of(e: &Value) -> usize {
 
 fn parts(e: &Value) -> Parts<'_> {
     let reasoning_len = match e.get("reasoning") {
-        Some(Value::Array(a)) => a.iter().filter_map(Value::as_str).map(str::len).sum(),
-        Some(Value::String(s)) => s.len(),
-        _ => 0,
+        Some(Value::Array(a)) => Some(a.iter().filter_map(Value::as_str).map(str::len).sum()),
+        Some(Value::String(s)) => Some(s.len()),
+        _ => None,
     };
     Parts {
         action: e.get("action").and_then(Value::as_str).unwrap_or(""),
@@ -540,7 +544,9 @@ impl Vocab {
         out[20] = w.depth as f32;
         out[21] = w.vocab.rare(mix(w.key_set, kind::KEY_SET), loo);
         out[22] = w.unseen_keys as f32 / w.keys.max(1) as f32;
-        out[23] = (p.reasoning_len as f32).ln_1p();
+        out[23] = p
+            .reasoning_len
+            .map_or(self.reasoning_default, |r| (r as f32).ln_1p());
         let hour = f64::from(self.hours[p.hour]) - loo;
         out[24] = rarity(self.n - loo, hour);
         out[25] = p

@@ -33,9 +33,11 @@ impl Vocab {
             numbers: IdMap::default(),
             hours: [0; 24],
             approved_default: 0.0,
+            reasoning_default: 0.0,
             tail: Vec::new(),
         };
         let mut approved = (0u64, 0u64);
+        let mut reasoning: Vec<f32> = Vec::new();
         for (i, e) in events.iter().enumerate() {
             if i % 4096 == 0 {
                 progress(i as f64 / events.len().max(1) as f64)?;
@@ -53,6 +55,9 @@ impl Vocab {
                 v.count_param(k, val);
             }
             v.hours[p.hour] += 1;
+            if let Some(r) = p.reasoning_len {
+                reasoning.push((r as f32).ln_1p());
+            }
             if let Some(a) = p.approved {
                 if a {
                     approved.0 += 1;
@@ -67,6 +72,11 @@ impl Vocab {
             bump_map(&mut v.counts, mix(key_set, kind::KEY_SET));
         }
         v.approved_default = if approved.0 > approved.1 { 1.0 } else { 0.0 };
+        if !reasoning.is_empty() {
+            let mid = reasoning.len() / 2;
+            let (_, m, _) = reasoning.select_nth_unstable_by(mid, f32::total_cmp);
+            v.reasoning_default = *m;
+        }
         v.tail = events
             .iter()
             .rev()

@@ -49,6 +49,9 @@ struct Opts {
     min_auc: Option<f64>,
     adbench: bool,
     http: bool,
+    /// Held-out rows scored as `{action, resource, context}` (input and output merged, no
+    /// reasoning), the shape of a policy check, while the history keeps the audit shape.
+    context_shape: bool,
 }
 
 fn opts(args: &[String]) -> Result<Opts> {
@@ -62,6 +65,7 @@ fn opts(args: &[String]) -> Result<Opts> {
         min_auc: None,
         adbench: true,
         http: true,
+        context_shape: false,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -80,6 +84,7 @@ fn opts(args: &[String]) -> Result<Opts> {
             "--min-auc" => o.min_auc = Some(v()?.parse()?),
             "--skip-adbench" => o.adbench = false,
             "--skip-http" => o.http = false,
+            "--context-shape" => o.context_shape = true,
             other => bail!("unknown option {other}"),
         }
     }
@@ -106,6 +111,11 @@ pub fn anomaly_eval(args: &[String]) -> Result<()> {
         n_anom,
         CLASSES.len()
     );
+    let holdout: Vec<Row> = if o.context_shape {
+        holdout.into_iter().map(context_shape).collect()
+    } else {
+        holdout
+    };
     in_process(&o, &history, &holdout, &mut failures)?;
     let (web_history, web_holdout) = if o.quick {
         generate_web(4_000, 1_500, 20, 11)
@@ -929,6 +939,20 @@ pub fn generate_web(
         }
     }
     (hist, held)
+}
+
+/// `{action, resource, context}`: input and output members merged, reasoning dropped.
+fn context_shape(mut r: Row) -> Row {
+    let mut ctx = serde_json::Map::new();
+    for part in ["input", "output"] {
+        if let Some(Value::Object(m)) = r.event.get(part) {
+            for (k, v) in m {
+                ctx.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    r.event = json!({"action": r.event["action"], "resource": r.event["resource"], "context": ctx});
+    r
 }
 
 fn with_agent(ev: &Value, agent_id: &str) -> Value {

@@ -45,7 +45,7 @@ use text::{
 };
 
 /// The feature definition; a stored model built with another one is refused at load.
-pub const FEATURE_VERSION: &str = "steward-anomaly-features-5 (dense 29, bag 128)";
+pub const FEATURE_VERSION: &str = "steward-anomaly-features-6 (dense 29, bag 128)";
 /// Number of dense features.
 pub const DENSE: usize = 29;
 /// Number of hashed trigram buckets of the supervised model's bag.
@@ -415,10 +415,14 @@ impl Vocab {
                         continue;
                     }
                     let kh = fnv(FNV, k.as_bytes());
-                    w.key_set = w.key_set.wrapping_add(mix(kh, u64::from(depth)));
-                    w.keys += 1;
-                    if self.count(mix(kh, kind::KEY)) - w.loo < 0.5 {
-                        w.unseen_keys += 1;
+                    // Top-level members are containers (`input`, `output`, `context`): the
+                    // key set and unseen keys are those inside them.
+                    if depth > 0 {
+                        w.key_set = w.key_set.wrapping_add(mix(kh, u64::from(depth)));
+                        w.keys += 1;
+                        if self.count(mix(kh, kind::KEY)) - w.loo < 0.5 {
+                            w.unseen_keys += 1;
+                        }
                     }
                     self.walk(w, kh, v, depth + 1);
                 }

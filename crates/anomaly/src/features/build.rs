@@ -130,8 +130,10 @@ impl Vocab {
                         continue;
                     }
                     let kh = fnv(FNV, k.as_bytes());
-                    *key_set = key_set.wrapping_add(mix(kh, u64::from(depth)));
-                    bump_map(&mut self.counts, mix(kh, kind::KEY));
+                    if depth > 0 {
+                        *key_set = key_set.wrapping_add(mix(kh, u64::from(depth)));
+                        bump_map(&mut self.counts, mix(kh, kind::KEY));
+                    }
                     self.count_walk(kh, endpoint, v, depth + 1, key_set);
                 }
             }

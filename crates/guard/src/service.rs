@@ -28,6 +28,8 @@ use crate::policy::{fallback_score, PolicyDetector, Signals};
 
 /// How long the policy-engine detector may take before its local fall-back answers.
 const POLICY_ENGINE_TIMEOUT: Duration = Duration::from_secs(2);
+/// Canonical texts up to this size are evaluated by the policy-engine detector inline.
+const INLINE_POLICY_BYTES: usize = 4 * 1024;
 /// Characters of the prompt kept in the audit entry.
 const AUDIT_PROMPT_CHARS: usize = 1000;
 
@@ -372,6 +374,18 @@ impl Guard {
 
     /// The policy-engine signal, within 2 s, else the local fall-back.
     async fn policy_signal(&self, normalized: &str, signals: Signals) -> (f64, Vec<String>) {
+        // The shipped module is a few regular expressions over the text: on a short text its
+        // cost is bounded (tens of microseconds), so it runs inline, sparing a hand-off to the
+        // blocking pool per prompt; longer texts go to the blocking pool under the time-out.
+        if normalized.len() <= INLINE_POLICY_BYTES {
+            return match self.policy.score(normalized, signals) {
+                Some(s) => s,
+                None => {
+                    tracing::debug!("guard.main unavailable; the local fall-back answers");
+                    fallback_score(normalized, signals)
+                }
+            };
+        }
         let detector = self.policy.clone();
         let text = normalized.to_owned();
         let evaluated = tokio::time::timeout(

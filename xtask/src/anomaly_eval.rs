@@ -1247,19 +1247,8 @@ async fn http(
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    let key = crate::bench::new_tenant(&addr, &o.admin_key, "anomaly-eval").await?;
     let mut c = Conn::open(&addr).await?;
-    let (s, t) = c
-        .call(
-            "POST",
-            "/api/v1/tenants",
-            &[("X-Admin-Key", &o.admin_key)],
-            Some(&json!({"name": format!("anomaly-eval-{}", uuid::Uuid::new_v4().simple())})),
-        )
-        .await?;
-    if s != 201 {
-        bail!("tenant creation answered {s}: {t}");
-    }
-    let key = t["api_key"].as_str().unwrap_or_default().to_owned();
     let mut ids = Vec::new();
     for name in AGENTS {
         let (s, b) = call(

@@ -201,13 +201,18 @@ impl Options {
 }
 
 pub(crate) async fn tenant(o: &Options) -> Result<String> {
-    let mut c = Conn::open(&o.addr).await?;
+    new_tenant(&o.addr, &o.admin_key, "bench").await
+}
+
+/// Creates a tenant named `PREFIX-<random>` with the admin key; answers its API key.
+pub(crate) async fn new_tenant(addr: &str, admin_key: &str, prefix: &str) -> Result<String> {
+    let mut c = Conn::open(addr).await?;
     let (s, b) = c
         .call(
             "POST",
             "/api/v1/tenants",
-            &[("X-Admin-Key", &o.admin_key)],
-            Some(&json!({"name": format!("bench-{}", uuid::Uuid::new_v4().simple())})),
+            &[("X-Admin-Key", admin_key)],
+            Some(&json!({"name": format!("{prefix}-{}", uuid::Uuid::new_v4().simple())})),
         )
         .await?;
     if s != 201 {

@@ -377,29 +377,24 @@ impl Guard {
         // The shipped module is a few regular expressions over the text: on a short text its
         // cost is bounded (tens of microseconds), so it runs inline, sparing a hand-off to the
         // blocking pool per prompt; longer texts go to the blocking pool under the time-out.
-        if normalized.len() <= INLINE_POLICY_BYTES {
-            return match self.policy.score(normalized, signals) {
-                Some(s) => s,
-                None => {
-                    tracing::debug!("guard.main unavailable; the local fall-back answers");
-                    fallback_score(normalized, signals)
-                }
-            };
-        }
-        let detector = self.policy.clone();
-        let text = normalized.to_owned();
-        let evaluated = tokio::time::timeout(
-            POLICY_ENGINE_TIMEOUT,
-            tokio::task::spawn_blocking(move || detector.score(&text, signals)),
-        )
-        .await;
-        match evaluated {
-            Ok(Ok(Some(s))) => s,
-            _ => {
-                tracing::debug!("guard.main unavailable; the local fall-back answers");
-                fallback_score(normalized, signals)
-            }
-        }
+        let evaluated = if normalized.len() <= INLINE_POLICY_BYTES {
+            self.policy.score(normalized, signals)
+        } else {
+            let detector = self.policy.clone();
+            let text = normalized.to_owned();
+            tokio::time::timeout(
+                POLICY_ENGINE_TIMEOUT,
+                tokio::task::spawn_blocking(move || detector.score(&text, signals)),
+            )
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .flatten()
+        };
+        evaluated.unwrap_or_else(|| {
+            tracing::debug!("guard.main unavailable; the local fall-back answers");
+            fallback_score(normalized, signals)
+        })
     }
 
     fn count(&self, tenant: TenantId, r: &GuardResult, cached: bool) {

@@ -11,15 +11,11 @@ ROOT="${ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
 BIN="${BIN:-$ROOT/target/debug/steward}"
 BIN="$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")"
 CACHE="${STEWARD_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/steward}"
-VENV="$CACHE/openapi-venv"
+# shellcheck source=../lib/venv.sh
+source "$ROOT/.ci/lib/venv.sh"
 EXAMPLES="${OPENAPI_MAX_EXAMPLES:-25}"
 
-if ! "$VENV/bin/schemathesis" --version 2>/dev/null | grep -q "4.32.5" \
-   || ! "$VENV/bin/python" -c 'import openapi_spec_validator' >/dev/null 2>&1; then
-  rm -rf "$VENV"
-  python3 -m venv "$VENV"
-  "$VENV/bin/pip" install -q --disable-pip-version-check schemathesis==4.32.5 openapi-spec-validator==0.9.0
-fi
+VENV="$(ci_venv openapi "$ROOT/.ci/requirements/openapi.txt")"
 
 WORK="$(mktemp -d)"
 PORT="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"

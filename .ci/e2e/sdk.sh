@@ -9,8 +9,8 @@
 #  3. the TypeScript SDK: type check (tsc) and tests (node --test), Vercel AI SDK wrapper;
 #  4. the example agent (GDPR-restricted export, refused, approved, succeeds);
 #  5. short runs of both SDKs' overhead benchmarks (print the figures; fail above the 2 ms budget).
-# Python packages are pinned in sdks/python/requirements-ci.txt (venv cached under
-# $STEWARD_CACHE_DIR/sdk-venv, rebuilt when the file changes); npm packages by
+# Python packages are hash-locked in sdks/python/requirements-ci.txt (venv cached under
+# $STEWARD_CACHE_DIR/venv-sdk, rebuilt when the file changes); npm packages by
 # sdks/typescript/package-lock.json (`npm ci`, cache under $STEWARD_CACHE_DIR/npm).
 # Run by .ci/run after the conformance suite (BIN set); by hand:
 #   BIN=target/debug/steward bash .ci/e2e/sdk.sh
@@ -19,7 +19,9 @@ ROOT="${ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
 BIN="${BIN:-$ROOT/target/debug/steward}"
 BIN="$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")"
 CACHE="${STEWARD_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/steward}"
-VENV="$CACHE/sdk-venv"
+VENV=""
+# shellcheck source=../lib/venv.sh
+source "$ROOT/.ci/lib/venv.sh"
 PY_SDK="$ROOT/sdks/python"
 TS_SDK="$ROOT/sdks/typescript"
 T_START=$(date +%s)
@@ -38,13 +40,7 @@ step() {  # step NAME CMD... : runs CMD, prints its duration, fails the script o
 }
 
 python_env() {
-  local want; want="$(sha256sum "$PY_SDK/requirements-ci.txt" | cut -d' ' -f1)"
-  if [ "$(cat "$VENV/.requirements-sha256" 2>/dev/null)" != "$want" ] || ! "$VENV/bin/python" -c 'import httpx, pydantic, langgraph, agents' 2>/dev/null; then
-    rm -rf "$VENV"
-    python3 -m venv "$VENV"
-    "$VENV/bin/pip" install -q --disable-pip-version-check -r "$PY_SDK/requirements-ci.txt"
-    echo "$want" > "$VENV/.requirements-sha256"
-  fi
+  VENV="$(ci_venv sdk "$PY_SDK/requirements-ci.txt")"
 }
 
 node_env() {

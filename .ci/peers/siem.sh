@@ -68,12 +68,9 @@ EOF
 }
 
 siem_peer_tenzir() {
-  local venv="$STEWARD_CACHE_DIR/siem-tenzir-venv"
-  if [ ! -x "$venv/bin/tenzir" ]; then
-    echo "siem peer: installing tenzir into $venv (large, once)"
-    rm -rf "$venv"; python3 -m venv "$venv"
-    "$venv/bin/pip" install -q --disable-pip-version-check tenzir || { echo "siem peer: tenzir not installed; HEC/bulk receiver tests skip" >&2; return 0; }
-  fi
+  local venv
+  echo "siem peer: tenzir (.ci/requirements/siem.txt; large, installed once into the cache)"
+  venv="$(ci_venv siem "$ROOT/.ci/requirements/siem.txt")" || { echo "siem peer: tenzir not installed; HEC/bulk receiver tests skip" >&2; return 0; }
   if [ ! -x "$venv/bin/tenzir" ]; then
     echo "siem peer: the tenzir package has no tenzir binary; HEC/bulk receiver tests skip" >&2
     return 0

@@ -33,6 +33,12 @@ async fn run(settings: Settings) -> anyhow::Result<()> {
         cache = if settings.redis_url.is_some() { "redis" } else { "in-process" },
         "starting"
     );
+    // Leases of claimed background work (docs/operations.md, "Background work").
+    steward_store::jobs::set_lease_override(
+        settings
+            .job_lease_seconds
+            .map(std::time::Duration::from_secs),
+    );
     let state = web::Data::new(AppState::start(settings).await?);
 
     steward_server::background::spawn_all(&state);

@@ -171,6 +171,9 @@ pub struct Settings {
     pub audit_signing_key: Secret,
     pub audit_retention_days: u64,
     pub export_storage_path: PathBuf,
+    /// `JOB_LEASE_SECONDS`: the lease of all claimed background work (unset = each worker's
+    /// default: exports and clustering 30 s, training 10 s, the SIEM sender 15 s).
+    pub job_lease_seconds: Option<u64>,
     pub max_request_body_bytes: usize,
     pub log_level: LogLevel,
     pub log_json: bool,
@@ -390,6 +393,14 @@ impl Settings {
         let audit_retention_days = r.positive("AUDIT_RETENTION_DAYS", 90);
         let export_storage_path =
             PathBuf::from(r.string("EXPORT_STORAGE_PATH", "./storage/exports"));
+        let job_lease_seconds = r.raw("JOB_LEASE_SECONDS").map(|v| {
+            let n = r.positive("JOB_LEASE_SECONDS", 30);
+            if !(3..=3600).contains(&n) {
+                r.fail("JOB_LEASE_SECONDS", &v, "must be between 3 and 3600");
+                return 30;
+            }
+            n
+        });
         let max_request_body_bytes =
             r.parse::<usize>("MAX_REQUEST_BODY_BYTES", 1_048_576, "a byte count");
         if max_request_body_bytes < 1024 {
@@ -592,6 +603,7 @@ impl Settings {
             audit_signing_key: Secret(audit_signing_key),
             audit_retention_days,
             export_storage_path,
+            job_lease_seconds,
             max_request_body_bytes,
             log_level,
             log_json,

@@ -29,7 +29,8 @@ const BATCH: i64 = 1_000;
 /// Entries read per query by an export job.
 const JOB_BATCH: i64 = 5_000;
 
-/// How often an export job reports progress (and renews its lease, `LEASE` long).
+/// How often an export job reports progress (and renews its lease, `LEASE` long unless
+/// `JOB_LEASE_SECONDS` says otherwise).
 const PROGRESS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 const JOB_KIND: &str = "audit_export";
 const LEASE: Duration = Duration::from_secs(30);
@@ -679,7 +680,15 @@ impl AuditService {
             .map_err(|e| Error::internal_msg(format!("cannot create {}: {e}", dir.display())))?;
         let id = job.id.0.hyphenated().to_string();
         let final_path = dir.join(format!("{id}.{}", format.as_str()));
-        let partial = dir.join(format!("{id}.{}.partial", format.as_str()));
+        // One partial file per attempt: an instance that lost its lease (stalled, then taken
+        // over) never writes into the file of the attempt that replaced it, so whichever
+        // rename lands last puts one complete file in place.
+        let partial = dir.join(format!(
+            "{id}.{}.{}-{}.partial",
+            format.as_str(),
+            job.attempts,
+            uuid::Uuid::new_v4().simple()
+        ));
         let io = |e: std::io::Error| {
             Error::internal_msg(format!("export file {}: {e}", partial.display()))
         };
@@ -735,7 +744,7 @@ impl AuditService {
                     job.id,
                     (written as f64 / total as f64).min(0.99),
                     Some(json!({"records": written})),
-                    LEASE,
+                    jobs::lease(LEASE),
                 )
                 .await?;
             }
@@ -746,18 +755,24 @@ impl AuditService {
         file.sync_all().await.map_err(io)?;
         drop(file);
         tokio::fs::rename(&partial, &final_path).await.map_err(io)?;
+        remove_abandoned(dir, &id).await;
         Ok(written)
     }
 
     /// The export worker: claims queued (or abandoned) export jobs and runs them.
     pub async fn run_export_worker(self, dir: PathBuf) {
         loop {
-            match jobs::claim(self.db(), JOB_KIND, LEASE).await {
+            match jobs::claim(self.db(), JOB_KIND, jobs::lease(LEASE)).await {
                 Ok(Some(job)) => {
                     let outcome = self.run_export(&job, &dir).await;
                     let result = match outcome {
                         Ok(records) => {
                             jobs::complete(self.db(), job.id, json!({"records": records})).await
+                        }
+                        Err(e) if e.kind == ErrorKind::Conflict => {
+                            // The lease was lost: another instance owns the job now.
+                            tracing::info!(job = %job.id.0, "audit export taken over by another instance");
+                            Ok(())
                         }
                         Err(e) => {
                             tracing::warn!(job = %job.id.0, error = %e, "audit export failed");
@@ -777,6 +792,22 @@ impl AuditService {
             if let Ok(n) = jobs::count_active(self.db()).await {
                 metrics::gauge!("background_tasks_in_progress").set(n as f64);
             }
+        }
+    }
+}
+
+/// Removes the partial files that attempts of job `id` killed mid-write left in `dir`
+/// (best effort).
+async fn remove_abandoned(dir: &Path, id: &str) {
+    let Ok(mut entries) = tokio::fs::read_dir(dir).await else {
+        return;
+    };
+    let prefix = format!("{id}.");
+    while let Ok(Some(entry)) = entries.next_entry().await {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with(&prefix) && name.ends_with(".partial") {
+            let _ = tokio::fs::remove_file(entry.path()).await;
         }
     }
 }

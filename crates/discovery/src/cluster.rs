@@ -24,7 +24,12 @@ use crate::Discovery;
 pub const JOB_KIND: &str = "discovery_cluster";
 /// The similarity threshold when none is given.
 pub const DEFAULT_THRESHOLD: f64 = 0.8;
+/// The lease of a clustering task (`JOB_LEASE_SECONDS` when set).
 const LEASE: Duration = Duration::from_secs(30);
+
+fn lease() -> Duration {
+    jobs::lease(LEASE)
+}
 /// Shortest interval between two progress reports.
 const REPORT_EVERY: Duration = Duration::from_millis(500);
 /// Attempts at merging one group whose members keep changing under it.
@@ -123,7 +128,7 @@ impl Discovery {
     /// The worker: claims queued (or abandoned) clustering tasks and runs them, forever.
     pub async fn run_cluster_worker(self) {
         loop {
-            match jobs::claim(&self.db, JOB_KIND, LEASE).await {
+            match jobs::claim(&self.db, JOB_KIND, lease()).await {
                 Ok(Some(job)) => {
                     self.run_claimed(&job).await;
                     if let Ok(n) = jobs::count_active(&self.db).await {
@@ -187,16 +192,27 @@ impl Discovery {
                 .await
                 .db()
         })?;
-        jobs::heartbeat(&self.db, job.id, 0.1, Some(json!({"merged": 0})), LEASE).await?;
+        jobs::heartbeat(&self.db, job.id, 0.1, Some(json!({"merged": 0})), lease()).await?;
         let names: Vec<String> = summaries.iter().map(|(_, n)| n.clone()).collect();
-        let groups = tokio::task::spawn_blocking(move || similarity::groups(&names, threshold))
-            .await
-            .map_err(|e| Error::internal_msg(format!("clustering computation failed: {e}")))?;
+        let mut computing =
+            tokio::task::spawn_blocking(move || similarity::groups(&names, threshold));
+        // The comparison of every pair can outlast the lease: keep renewing it meanwhile, so
+        // that no other instance takes over a task whose instance is alive.
+        let groups = loop {
+            tokio::select! {
+                done = &mut computing => break done,
+                _ = tokio::time::sleep(REPORT_EVERY) => {
+                    jobs::heartbeat(&self.db, job.id, 0.1, Some(json!({"merged": 0})), lease())
+                        .await?;
+                }
+            }
+        }
+        .map_err(|e| Error::internal_msg(format!("clustering computation failed: {e}")))?;
         let groups: Vec<Vec<Id>> = groups
             .into_iter()
             .map(|g| g.into_iter().map(|i| summaries[i].0).collect())
             .collect();
-        jobs::heartbeat(&self.db, job.id, 0.5, Some(json!({"merged": 0})), LEASE).await?;
+        jobs::heartbeat(&self.db, job.id, 0.5, Some(json!({"merged": 0})), lease()).await?;
         let mut merged = 0i64;
         let mut reported = Instant::now();
         let count = groups.len().max(1) as f64;
@@ -210,7 +226,7 @@ impl Discovery {
                     job.id,
                     progress,
                     Some(json!({"merged": merged})),
-                    LEASE,
+                    lease(),
                 )
                 .await?;
             }

@@ -23,8 +23,12 @@ use crate::transport::{Outcome, Transport, TransportConfig};
 
 /// The lease name of the sender in `schedules`.
 const LEASE: &str = "siem.sender";
-/// How long a sender's lease lasts without renewal.
-const LEASE_SECONDS: i64 = 15;
+/// How long a sender's lease lasts without renewal (`JOB_LEASE_SECONDS` when set).
+const LEASE_DEFAULT: Duration = Duration::from_secs(15);
+
+fn lease() -> Duration {
+    steward_store::jobs::lease(LEASE_DEFAULT)
+}
 /// Bus events that are internal notifications, not security events: not exported
 /// (`audit.created` only mirrors an audit entry whose source event is exported itself).
 const NOT_EXPORTED: &[&str] = &["audit.created"];
@@ -348,7 +352,8 @@ impl Siem {
     /// Takes or renews the sender lease: true when this instance is the sender.
     async fn claim_lease(&self) -> Result<bool> {
         let now = clock::now();
-        let until = Ts(now + time::Duration::seconds(LEASE_SECONDS));
+        let until =
+            Ts(now + time::Duration::try_from(lease()).unwrap_or(time::Duration::SECOND * 15));
         let me = self.0.owner.clone();
         with_conn!(&self.0.db, conn => {
             diesel::insert_into(schedules::table)
@@ -384,7 +389,7 @@ impl Siem {
         // The lease is renewed once a third of it has passed, not on every round (two
         // statements per round were most of the sender's database work under load).
         let mut held_until: Option<std::time::Instant> = None;
-        let renew_after = Duration::from_secs(LEASE_SECONDS as u64) / 3;
+        let renew_after = lease() / 3;
         loop {
             let holding = held_until.is_some_and(|t| std::time::Instant::now() < t);
             let claimed = if holding {
@@ -406,7 +411,7 @@ impl Siem {
                         Duration::from_secs(1)
                     }
                 },
-                Ok(false) => Duration::from_secs(LEASE_SECONDS as u64 / 3),
+                Ok(false) => lease() / 3,
                 Err(e) => {
                     tracing::warn!(error = %e, "SIEM sender lease not taken");
                     Duration::from_secs(2)
@@ -416,7 +421,7 @@ impl Siem {
                 continue;
             }
             // Renew the lease well before it lapses; wake early when events are written.
-            let wait = wait.min(Duration::from_secs(LEASE_SECONDS as u64 / 3));
+            let wait = wait.min(lease() / 3);
             let _ = tokio::time::timeout(wait, self.0.outbox_signal.notified()).await;
         }
     }

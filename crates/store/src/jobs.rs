@@ -1,6 +1,7 @@
 //! The database job queue: background work claimed by exactly one instance with a lease.
 //! A job whose lease expired (its instance died) is claimed again, up to `MAX_ATTEMPTS`.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use diesel::prelude::*;
@@ -40,6 +41,29 @@ pub struct JobRow {
     pub created_at: Ts,
     pub started_at: Option<Ts>,
     pub finished_at: Option<Ts>,
+}
+
+/// `JOB_LEASE_SECONDS` in milliseconds; 0 = unset (each worker keeps its own default).
+static LEASE_OVERRIDE_MS: AtomicU64 = AtomicU64::new(0);
+
+/// Sets the lease of every kind of claimed background work (`JOB_LEASE_SECONDS`: export and
+/// clustering jobs, training tasks, the SIEM sender); `None` restores each worker's default.
+/// The server sets it once at start-up, before its workers start.
+pub fn set_lease_override(lease: Option<Duration>) {
+    let ms = lease.map_or(0, |l| {
+        u64::try_from(l.as_millis()).unwrap_or(u64::MAX).max(1)
+    });
+    LEASE_OVERRIDE_MS.store(ms, Ordering::Relaxed);
+}
+
+/// The lease a worker uses: the configured override, else `default`. An instance that dies
+/// holding work delays it by at most this long (docs/adr/0011).
+pub fn lease(default: Duration) -> Duration {
+    // Fully qualified: `RunQueryDsl::load` is in scope too.
+    match AtomicU64::load(&LEASE_OVERRIDE_MS, Ordering::Relaxed) {
+        0 => default,
+        ms => Duration::from_millis(ms),
+    }
 }
 
 fn lease_until(lease: Duration) -> Ts {
@@ -134,7 +158,7 @@ pub async fn claim_kinds(
             return Ok(None);
         };
         if job.attempts >= MAX_ATTEMPTS {
-            fail(db, job.id, exhausted).await?;
+            fail_exhausted(db, job.id, exhausted, now).await?;
             continue;
         }
         let id = job.id;
@@ -202,41 +226,85 @@ pub async fn heartbeat(
     Ok(())
 }
 
-/// Marks a job completed with its result.
+/// The columns of a failed job (a tuple for `.set`).
+macro_rules! failed_now {
+    ($error:expr) => {
+        (
+            jobs::status.eq("failed"),
+            jobs::error.eq(Some($error.to_owned())),
+            jobs::finished_at.eq(Some(Ts(clock::now()))),
+            jobs::lease_owner.eq(None::<String>),
+            jobs::lease_expires_at.eq(None::<Ts>),
+        )
+    };
+}
+
+/// Marks a job completed with its result, if this instance still holds it (running, under
+/// this instance's lease); otherwise `Err(conflict)` and nothing changes: an instance whose
+/// lease lapsed (stalled, then taken over) never completes or fails another's attempt.
 pub async fn complete(db: &DbPool, id: Id, result: Value) -> Result<()> {
     let now = Ts(clock::now());
-    with_conn!(db, conn => {
-        diesel::update(jobs::table.filter(jobs::id.eq(id)))
-            .set((
-                jobs::status.eq("completed"),
-                jobs::progress.eq(1.0),
-                jobs::result.eq(Some(Json(result))),
-                jobs::finished_at.eq(Some(now)),
-                jobs::lease_owner.eq(None::<String>),
-                jobs::lease_expires_at.eq(None::<Ts>),
-            ))
-            .execute(conn)
-            .await
-            .db()
+    let owner = instance_id();
+    let changed = with_conn!(db, conn => {
+        diesel::update(
+            jobs::table
+                .filter(jobs::id.eq(id))
+                .filter(jobs::status.eq("running"))
+                .filter(jobs::lease_owner.eq(owner)),
+        )
+        .set((
+            jobs::status.eq("completed"),
+            jobs::progress.eq(1.0),
+            jobs::result.eq(Some(Json(result))),
+            jobs::finished_at.eq(Some(now)),
+            jobs::lease_owner.eq(None::<String>),
+            jobs::lease_expires_at.eq(None::<Ts>),
+        ))
+        .execute(conn)
+        .await
+        .db()
     })?;
+    if changed == 0 {
+        return Err(Error::conflict("the job's lease was lost"));
+    }
     Ok(())
 }
 
-/// Marks a job failed.
+/// Marks a job failed with `error`, if this instance still holds it (as [`complete`]).
 pub async fn fail(db: &DbPool, id: Id, error: &str) -> Result<()> {
-    let now = Ts(clock::now());
+    let owner = instance_id();
+    let changed = with_conn!(db, conn => {
+        diesel::update(
+            jobs::table
+                .filter(jobs::id.eq(id))
+                .filter(jobs::status.eq("running"))
+                .filter(jobs::lease_owner.eq(owner)),
+        )
+        .set(failed_now!(error))
+        .execute(conn)
+        .await
+        .db()
+    })?;
+    if changed == 0 {
+        return Err(Error::conflict("the job's lease was lost"));
+    }
+    Ok(())
+}
+
+/// Fails a job whose instances died `MAX_ATTEMPTS` times (its lease expired; nobody holds it).
+async fn fail_exhausted(db: &DbPool, id: Id, error: &str, now: Ts) -> Result<()> {
     with_conn!(db, conn => {
-        diesel::update(jobs::table.filter(jobs::id.eq(id)))
-            .set((
-                jobs::status.eq("failed"),
-                jobs::error.eq(Some(error.to_owned())),
-                jobs::finished_at.eq(Some(now)),
-                jobs::lease_owner.eq(None::<String>),
-                jobs::lease_expires_at.eq(None::<Ts>),
-            ))
-            .execute(conn)
-            .await
-            .db()
+        diesel::update(
+            jobs::table.filter(jobs::id.eq(id)).filter(
+                jobs::status
+                    .eq("queued")
+                    .or(jobs::status.eq("running").and(jobs::lease_expires_at.lt(now))),
+            ),
+        )
+        .set(failed_now!(error))
+        .execute(conn)
+        .await
+        .db()
     })?;
     Ok(())
 }
@@ -251,4 +319,19 @@ pub async fn count_active(db: &DbPool) -> Result<i64> {
             .await
             .db()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lease_override() {
+        let default = Duration::from_secs(30);
+        assert_eq!(lease(default), default);
+        set_lease_override(Some(Duration::from_secs(4)));
+        assert_eq!(lease(default), Duration::from_secs(4));
+        set_lease_override(None);
+        assert_eq!(lease(default), default);
+    }
 }

@@ -637,14 +637,15 @@ pub enum Outcome {
 }
 
 impl Runner {
-    /// A runner with this instance's id as lease owner, a 10 s lease and a 500 ms poll.
+    /// A runner with this instance's id as lease owner, a 10 s lease (`JOB_LEASE_SECONDS`
+    /// when set) and a 500 ms poll.
     pub fn new(db: DbPool, bus: Arc<dyn EventBus>) -> Runner {
         Runner {
             db,
             bus,
             trainers: Arc::new(HashMap::new()),
             owner: crate::schedule::instance_id(),
-            lease: Duration::from_secs(10),
+            lease: crate::jobs::lease(Duration::from_secs(10)),
             poll: Duration::from_millis(500),
         }
     }

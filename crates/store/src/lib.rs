@@ -17,21 +17,81 @@ pub use types::{Id, Json, RawJson, Ts};
 use diesel::result::{DatabaseErrorKind, Error as DieselError};
 use steward_core::{Error, ErrorKind};
 
-/// Maps a diesel error to a service error: unique violations are conflicts, a lost
-/// connection is "unavailable", the rest is internal (the cause goes to the log only).
+/// Maps a diesel error to a service error: unique violations are conflicts, a lost or
+/// refused connection (at whatever moment it happens) is "unavailable" (503), the rest is
+/// internal (the cause goes to the log only).
 pub fn db_error(e: DieselError) -> Error {
+    if is_unavailable(&e) {
+        return Error::unavailable("database", e);
+    }
     match &e {
         DieselError::DatabaseError(DatabaseErrorKind::UniqueViolation, _) => Error::new(
             ErrorKind::Conflict,
             "a record with the same unique value already exists",
         )
         .with_source(e),
-        DieselError::DatabaseError(DatabaseErrorKind::ClosedConnection, _)
-        | DieselError::DatabaseError(DatabaseErrorKind::UnableToSendCommand, _) => {
-            Error::unavailable("database", e)
-        }
         DieselError::NotFound => Error::not_found("the record was not found").with_source(e),
         _ => Error::internal(e),
+    }
+}
+
+/// Messages (lower case, matched as substrings) of server errors that mean the database
+/// cannot serve the request now rather than that the request is wrong. diesel-async reports
+/// PostgreSQL errors without their SQLSTATE (kind `Unknown` with the server's message), so
+/// the message is what is left to go by:
+/// - PostgreSQL 57P01 `terminating connection due to administrator command` (a fast or
+///   immediate shutdown while a statement runs), 57P02 (`… because of crash of another
+///   server process`), 57P05 and the idle time-outs: every `terminating connection …`;
+/// - 57P03 `the database system is shutting down` / `is starting up` / `is in recovery
+///   mode` / `is not yet accepting connections`;
+/// - 53300 `sorry, too many clients already`, `remaining connection slots are reserved …`;
+/// - lost connections as the drivers word them (`server closed the connection
+///   unexpectedly`, `connection closed`, I/O errors);
+/// - SQLite `database is locked` (SQLITE_BUSY after `busy_timeout`), `database table is
+///   locked` (SQLITE_LOCKED), `disk I/O error`, `unable to open database file`.
+const UNAVAILABLE_MESSAGES: &[&str] = &[
+    "terminating connection",
+    "the database system is",
+    "too many clients already",
+    "remaining connection slots are reserved",
+    "server closed the connection",
+    "connection closed",
+    "connection reset",
+    "broken pipe",
+    "i/o error",
+    "error communicating with",
+    "could not receive data",
+    "could not send data",
+    "ssl connection has been closed",
+    "database is locked",
+    "database table is locked",
+    "database is busy",
+    "unable to open database file",
+];
+
+/// Whether a diesel error means the database is unreachable, going away or overloaded at
+/// this moment (a retry later may succeed), as opposed to a fault of the request or of the
+/// code.
+pub fn is_unavailable(e: &DieselError) -> bool {
+    match e {
+        DieselError::DatabaseError(
+            DatabaseErrorKind::ClosedConnection
+            | DatabaseErrorKind::UnableToSendCommand
+            | DatabaseErrorKind::ReadOnlyTransaction,
+            _,
+        ) => true,
+        DieselError::DatabaseError(_, info) => {
+            let message = info.message().to_ascii_lowercase();
+            UNAVAILABLE_MESSAGES.iter().any(|m| message.contains(m))
+        }
+        // A transaction whose commit and rollback both failed, or whose manager gave up
+        // (a rollback that could not be sent): the connection is gone.
+        DieselError::RollbackErrorOnCommit {
+            rollback_error,
+            commit_error,
+        } => is_unavailable(commit_error) || is_unavailable(rollback_error),
+        DieselError::BrokenTransactionManager => true,
+        _ => false,
     }
 }
 
@@ -99,4 +159,79 @@ macro_rules! count_and_page {
             Ok::<_, steward_core::Error>((total, rows))
         })
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server_error(kind: DatabaseErrorKind, message: &str) -> DieselError {
+        DieselError::DatabaseError(kind, Box::new(message.to_owned()))
+    }
+
+    #[test]
+    fn lost_or_refused_connections_are_unavailable() {
+        for message in [
+            "terminating connection due to administrator command",
+            "terminating connection because of crash of another server process",
+            "the database system is shutting down",
+            "the database system is starting up",
+            "the database system is in recovery mode",
+            "sorry, too many clients already",
+            "server closed the connection unexpectedly",
+            "database is locked",
+            "database table is locked",
+            "disk I/O error",
+        ] {
+            let e = db_error(server_error(DatabaseErrorKind::Unknown, message));
+            assert_eq!(e.status(), 503, "{message}");
+            assert_eq!(e.kind.code(), "service_unavailable", "{message}");
+            assert_eq!(e.detail, "the database is unavailable");
+        }
+        for kind in [
+            DatabaseErrorKind::ClosedConnection,
+            DatabaseErrorKind::UnableToSendCommand,
+            DatabaseErrorKind::ReadOnlyTransaction,
+        ] {
+            assert_eq!(db_error(server_error(kind, "x")).status(), 503);
+        }
+        assert_eq!(
+            db_error(DieselError::BrokenTransactionManager).status(),
+            503
+        );
+        let commit = DieselError::RollbackErrorOnCommit {
+            rollback_error: Box::new(server_error(
+                DatabaseErrorKind::UnableToSendCommand,
+                "connection closed",
+            )),
+            commit_error: Box::new(server_error(
+                DatabaseErrorKind::Unknown,
+                "terminating connection due to administrator command",
+            )),
+        };
+        assert_eq!(db_error(commit).status(), 503);
+    }
+
+    #[test]
+    fn other_errors_keep_their_status() {
+        assert_eq!(
+            db_error(server_error(
+                DatabaseErrorKind::UniqueViolation,
+                "duplicate key"
+            ))
+            .status(),
+            409
+        );
+        assert_eq!(db_error(DieselError::NotFound).status(), 404);
+        let e = db_error(server_error(
+            DatabaseErrorKind::Unknown,
+            "column \"secret\" does not exist",
+        ));
+        assert_eq!(e.status(), 500);
+        assert!(!e.detail.contains("secret"));
+        assert_eq!(
+            db_error(server_error(DatabaseErrorKind::ForeignKeyViolation, "fk")).status(),
+            500
+        );
+    }
 }

@@ -32,7 +32,7 @@ SYSLOG_OUT = os.environ["KILLS_SYSLOG_OUT"]
 XTASK = os.environ["KILLS_XTASK"].split()
 ROOT = os.environ["KILLS_ROOT"]
 OUT = os.environ["KILLS_OUT"]
-AUDIT_ENTRIES = int(os.environ.get("KILLS_AUDIT_ENTRIES", "6000"))
+AUDIT_ENTRIES = int(os.environ.get("KILLS_AUDIT_ENTRIES", "2500"))
 GUARD_SAMPLES = int(os.environ.get("KILLS_GUARD_SAMPLES", "1500"))
 CANDIDATES = int(os.environ.get("KILLS_CANDIDATES", "3000"))
 SIEM_EVENTS = int(os.environ.get("KILLS_SIEM_EVENTS", "1500"))
@@ -174,6 +174,23 @@ def owner_instance(owner):
     return None
 
 
+def writer_of(job):
+    """The instance that has a partial file of export `job` open (from /proc)."""
+    for inst in INSTANCES:
+        try:
+            fds = os.listdir(f"/proc/{inst.pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                target = os.readlink(f"/proc/{inst.pid}/fd/{fd}")
+            except OSError:
+                continue
+            if job in target and target.endswith(".partial"):
+                return inst
+    return None
+
+
 def other(inst):
     return B if inst is A else A
 
@@ -206,9 +223,9 @@ def wait_claimed(job_id, ready=lambda row: True, timeout=60):
 def kill_and_wait_takeover(job_id, victim, survivor, timeout=60):
     """SIGKILLs `victim`; seconds until `survivor` holds the job (or it ended), the row then,
     and the row at the kill."""
-    before = job_row(job_id)
     t_kill = time.monotonic()
     victim.kill()
+    before = job_row(job_id)  # as the killed attempt left it (its lease has not expired yet)
     note(f"SIGKILL {victim.name} (pid {victim.pid}) at progress {before['progress']:.2f}, "
          f"attempt {before['attempts']}")
     deadline = t_kill + timeout
@@ -289,8 +306,9 @@ def setup():
     bodies = [{
         "agent_id": agents[i % len(agents)], "action": rnd.choice(["read_data", "write_data", "send_mail", "query"]),
         "resource": f"crm/contacts/{rnd.randrange(5000)}",
-        # About 4 KB each: an export file of tens of MB that takes seconds to write.
-        "input": {"n": i, "text": " ".join(rnd.choice(WORDS) for _ in range(rnd.randrange(500, 800)))},
+        # About 12 KB each: an export file of about 30 MB that takes a second or more to write
+        # (the audit writer serialises one tenant's entries: fewer, larger entries seed faster).
+        "input": {"n": i, "text": " ".join(rnd.choice(WORDS) for _ in range(rnd.randrange(1500, 2200)))},
         "output": {"ok": True}, "reasoning": ["step 1", "step 2"],
         "risk_score": round(rnd.random() * 0.5, 2), "is_approved": True,
     } for i in range(AUDIT_ENTRIES)]
@@ -329,19 +347,33 @@ def setup():
 def export_phase():
     print("--- audit export", flush=True)
     total = int(sql(f"select count(*) from audit_entries where tenant_id = '{TENANT}'")[0][0])
-    r = call(A, "POST", "/audit/export/async", body={"format": "jsonl"})
-    check(r.status_code == 202, f"export queued ({r.status_code})")
-    job = r.json()["job_id"]
-
-    def partial_written(row):
-        return any(os.path.getsize(p) > 0 for p in glob.glob(os.path.join(EXPORTS, f"{job}.*.partial")))
-
-    row, victim = wait_claimed(job, partial_written)
-    if not check(victim is not None, f"the export was claimed and writing when killed ({row})"):
+    for attempt in range(3):
+        r = call(A, "POST", "/audit/export/async", body={"format": "jsonl"})
+        check(r.status_code == 202, f"export queued ({r.status_code})")
+        job = r.json()["job_id"]
+        # Watched through the file system (cheap), so that the kill lands mid-write: the
+        # instance writing the partial file is the one holding the job's lease. The lease row
+        # is checked against it after the kill.
+        deadline = time.monotonic() + 60
+        victim = None
+        while time.monotonic() < deadline and victim is None:
+            parts = glob.glob(os.path.join(EXPORTS, f"{job}.*.partial"))
+            # Once part of the file is written (1 MB buffers); on the last try at once.
+            sizes = [os.path.getsize(p) for p in parts if os.path.exists(p)]
+            if sizes and (max(sizes) > 0 or attempt == 2):
+                victim = writer_of(job)
+            elif os.path.exists(os.path.join(EXPORTS, f"{job}.jsonl")):
+                break
+            time.sleep(0.005)
+        if victim is not None:
+            break
+        note(f"export {job} finished before it could be killed; again")
+        wait_final(job)
+    if not check(victim is not None, "the export was claimed and writing when killed"):
         return
     survivor = other(victim)
-    partial_before = sum(os.path.getsize(p) for p in glob.glob(os.path.join(EXPORTS, f"{job}.*.partial")))
     served_early = []
+    probes = []
 
     def probe():
         d = call(survivor, "GET", f"/audit/export/download/{job}")
@@ -351,9 +383,17 @@ def export_phase():
                 served_early.append(st)
         probes.append(d.status_code)
 
-    probes = []
-    took, row, _ = kill_and_wait_takeover(job, victim, survivor)
-    check(took is not None, f"the survivor took the export over ({row})")
+    victim_pid = victim.pid
+    took, row, at_kill = kill_and_wait_takeover(job, victim, survivor)
+    # The killed attempt's own partial file (`<id>.jsonl.<attempt>-<random>.partial`).
+    partial_left = sum(os.path.getsize(p) for p in glob.glob(
+        os.path.join(EXPORTS, f"{job}.jsonl.{at_kill['attempts']}-*.partial")))
+    m = OWNER_PID.search(at_kill["owner"])
+    check(at_kill["status"] == "running" and m and int(m.group(1)) == victim_pid,
+          f"the killed instance held the job's lease ({at_kill})")
+    note(f"the killed attempt left a partial file of {partial_left} bytes")
+    check(took is not None and row["attempts"] >= 2,
+          f"the survivor took the export over ({row})")
     final = wait_final(job, during=probe)
     check(not served_early, f"no download served before completion ({len(probes)} probes: "
           f"{sorted(set(probes))}, early: {served_early})")
@@ -361,7 +401,7 @@ def export_phase():
     check(final["status"] == "completed" or (final["status"] == "failed" and final["error"]),
           f"the export ended completed or failed visibly ({status['status']}, error {status['error']})")
     fig = {"killed": victim.name, "takeover_seconds": round(took or -1, 2),
-           "partial_bytes_at_kill": partial_before, "attempts": final["attempts"],
+           "partial_bytes_at_kill": partial_left, "attempts": final["attempts"],
            "status": final["status"], "download_probes_during_takeover": len(probes)}
     if final["status"] == "completed":
         d = call(survivor, "GET", f"/audit/export/download/{job}", timeout=120)
@@ -414,7 +454,8 @@ def training_phase(detector):
             half.append(("version stored before completion", versions))
 
     took, row, at_kill = kill_and_wait_takeover(task, victim, survivor)
-    check(took is not None, f"the survivor took the {detector} training over ({row})")
+    check(took is not None and row["attempts"] >= 2,
+          f"the survivor took the {detector} training over ({row})")
     final = wait_final(task, during=probe)
     check(not half, f"no model stored or active before the task completed ({half[:3]})")
     path = (f"/guard/detector/training/status?task_id={task}" if detector == "guard"
@@ -464,7 +505,8 @@ def discovery_phase():
         return
     survivor = other(victim)
     took, row, at_kill = kill_and_wait_takeover(task, victim, survivor)
-    check(took is not None, f"the survivor took the clustering over ({row})")
+    check(took is not None and row["attempts"] >= 2,
+          f"the survivor took the clustering over ({row})")
     final = wait_final(task)
     shown = call(survivor, "GET", f"/discovery/cluster/{task}").json()
     check(final["status"] == "completed" or (final["status"] == "failed" and final["error"]),

@@ -27,8 +27,9 @@ set -euo pipefail
 ROOT="${ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
 BIN="${BIN:-$ROOT/target/debug/steward}"
 CACHE="${STEWARD_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/steward}"
-VENV="$CACHE/e2e-venv"
-OPA_VENV="$CACHE/opa-venv"
+# Hash-locked environments (.ci/lib/venv.sh creates them at these paths).
+VENV="$CACHE/venv-e2e"
+OPA_VENV="$CACHE/venv-opa"
 SELF="$ROOT/.ci/e2e/faults.sh"
 
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
@@ -176,17 +177,10 @@ fi
 # --- set-up ------------------------------------------------------------------------------------
 SUITE_START=$(date +%s)
 [ -x "$BIN" ] || { echo "no server binary at $BIN" >&2; exit 1; }
-if ! "$VENV/bin/python" -c 'import httpx, websockets' >/dev/null 2>&1; then
-  rm -rf "$VENV"
-  python3 -m venv "$VENV"
-  "$VENV/bin/pip" install -q --disable-pip-version-check httpx==0.28.1 websockets==15.0.1
-fi
-if ! "$OPA_VENV/bin/python" -c 'import opa_bindings.engine' >/dev/null 2>&1; then
-  rm -rf "$OPA_VENV"
-  python3 -m venv "$OPA_VENV"
-  "$OPA_VENV/bin/pip" install -q --disable-pip-version-check --ignore-requires-python \
-    opa-golib-python-bindings==0.4.4
-fi
+# shellcheck source=../lib/venv.sh
+source "$ROOT/.ci/lib/venv.sh"
+VENV="$(ci_venv e2e "$ROOT/.ci/requirements/e2e.txt")"
+OPA_VENV="$(ci_venv opa "$ROOT/.ci/requirements/opa.txt" --ignore-requires-python)"
 PGBIN="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1)"
 [ -x "$PGBIN/initdb" ] || { echo "no PostgreSQL server binaries under /usr/lib/postgresql" >&2; exit 1; }
 

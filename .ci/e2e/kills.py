@@ -174,6 +174,13 @@ def owner_instance(owner):
     return None
 
 
+def size_of(path):
+    try:
+        return os.path.getsize(path)
+    except OSError:  # renamed or removed meanwhile
+        return 0
+
+
 def writer_of(job):
     """The instance that has a partial file of export `job` open (from /proc)."""
     for inst in INSTANCES:
@@ -359,7 +366,7 @@ def export_phase():
         while time.monotonic() < deadline and victim is None:
             parts = glob.glob(os.path.join(EXPORTS, f"{job}.*.partial"))
             # Once part of the file is written (1 MB buffers); on the last try at once.
-            sizes = [os.path.getsize(p) for p in parts if os.path.exists(p)]
+            sizes = [size_of(p) for p in parts]
             if sizes and (max(sizes) > 0 or attempt == 2):
                 victim = writer_of(job)
             elif os.path.exists(os.path.join(EXPORTS, f"{job}.jsonl")):
@@ -386,7 +393,7 @@ def export_phase():
     victim_pid = victim.pid
     took, row, at_kill = kill_and_wait_takeover(job, victim, survivor)
     # The killed attempt's own partial file (`<id>.jsonl.<attempt>-<random>.partial`).
-    partial_left = sum(os.path.getsize(p) for p in glob.glob(
+    partial_left = sum(size_of(p) for p in glob.glob(
         os.path.join(EXPORTS, f"{job}.jsonl.{at_kill['attempts']}-*.partial")))
     m = OWNER_PID.search(at_kill["owner"])
     check(at_kill["status"] == "running" and m and int(m.group(1)) == victim_pid,

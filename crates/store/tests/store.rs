@@ -245,6 +245,56 @@ db_test!(
     }
 );
 
+db_test!(
+    a_taken_over_job_is_not_completed_or_failed_by_its_former_owner,
+    |db| {
+        use std::time::Duration;
+        use steward_store::jobs;
+        let tenant = steward_core::TenantId::new();
+        let pool = &db.pool;
+        let row = TenantRow {
+            id: Id(tenant.0),
+            name: "jobs-owner".into(),
+            settings: Json(json!({})),
+            created_at: Ts::from(steward_core::clock::now()),
+        };
+        let r: Result<usize, steward_core::Error> = async {
+        with_conn!(pool, conn => diesel::insert_into(tenants::table).values(&row).execute(conn).await.db())
+    }
+    .await;
+        r.unwrap();
+        let job = jobs::enqueue(pool, tenant, "owned", json!({}))
+            .await
+            .unwrap();
+        // This instance claims it, stalls past its lease, and another instance takes it over.
+        let mine = jobs::claim(pool, "owned", Duration::from_millis(200))
+            .await
+            .unwrap();
+        assert_eq!(mine.map(|j| j.id), Some(job.id));
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        let kinds = ["owned".to_owned()];
+        let theirs =
+            jobs::claim_kinds(pool, &kinds, "other-instance", Duration::from_secs(30), "x")
+                .await
+                .unwrap();
+        assert_eq!(theirs.map(|j| j.attempts), Some(2));
+        // The former owner can neither renew, complete nor fail the new owner's attempt.
+        let lost = jobs::heartbeat(pool, job.id, 0.5, None, Duration::from_secs(30)).await;
+        assert_eq!(lost.unwrap_err().kind, steward_core::ErrorKind::Conflict);
+        let done = jobs::complete(pool, job.id, json!({"records": 1})).await;
+        assert_eq!(done.unwrap_err().kind, steward_core::ErrorKind::Conflict);
+        let failed = jobs::fail(pool, job.id, "stale").await;
+        assert_eq!(failed.unwrap_err().kind, steward_core::ErrorKind::Conflict);
+        let row = jobs::get(pool, tenant, "owned", job.id.0)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(row.status, "running");
+        assert_eq!(row.lease_owner.as_deref(), Some("other-instance"));
+        assert_eq!(row.error, None);
+    }
+);
+
 #[derive(QueryableByName)]
 struct BackendPid {
     #[diesel(sql_type = diesel::sql_types::Integer)]

@@ -29,7 +29,7 @@ WORK="$(mktemp -d)"
 RSYSLOG_PID=""
 cleanup() {
   if [ -n "$RSYSLOG_PID" ]; then kill "$RSYSLOG_PID" 2>/dev/null || true; fi
-  if [ -f "$WORK/rsyslog.pid" ]; then kill "$(cat "$WORK/rsyslog.pid")" 2>/dev/null || true; fi
+  if [ -f "$WORK/rsyslog.pid" ]; then kill "$(cat "$WORK/rsyslog.pid" 2>/dev/null)" 2>/dev/null || true; fi
   wait 2>/dev/null || true
   dropdb --if-exists "$DB" >/dev/null 2>&1 || true
   rm -rf "$WORK"

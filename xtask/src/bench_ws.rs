@@ -98,13 +98,46 @@ async fn listener(o: &Options, tenant_key: &str) -> Result<String> {
     Ok(b["access_token"].as_str().unwrap_or_default().to_owned())
 }
 
+/// What one burst measured.
+pub struct WsResult {
+    pub samples: Samples,
+    pub produced: Duration,
+    pub total: Duration,
+    pub delivered: u64,
+    pub want: u64,
+    pub dropped: u64,
+}
+
 pub async fn ws(o: Options) -> Result<()> {
-    let key = tenant(&o).await?;
-    let agent = register_agents(&o, &key, 1)
+    let r = ws_run(&o).await?;
+    println!(
+        "burst: {} events produced in {:.1} s; {} of {} deliveries ({} missing) in {:.1} s; {} clients dropped",
+        o.events,
+        r.produced.as_secs_f64(),
+        r.delivered,
+        r.want,
+        r.want - r.delivered.min(r.want),
+        r.total.as_secs_f64(),
+        r.dropped
+    );
+    println!(
+        "delivery latency ms: p50 {:.2}, p95 {:.2}, p99 {:.2}, max {:.2}",
+        r.samples.pct(50.0),
+        r.samples.pct(95.0),
+        r.samples.pct(99.0),
+        r.samples.pct(100.0)
+    );
+    Ok(())
+}
+
+/// Connects the clients, produces the burst and collects the deliveries.
+pub async fn ws_run(o: &Options) -> Result<WsResult> {
+    let key = tenant(o).await?;
+    let agent = register_agents(o, &key, 1)
         .await?
         .pop()
         .ok_or_else(|| anyhow!("no agent"))?;
-    let token = listener(&o, &key).await?;
+    let token = listener(o, &key).await?;
     let before = o.pid.and_then(rss_kib);
 
     // Connect every client and wait for its system.status.
@@ -212,22 +245,12 @@ pub async fn ws(o: Options) -> Result<()> {
     }
     let total = started.elapsed();
     let want = expected * o.clients as u64;
-    println!(
-        "burst: {} events produced in {:.1} s; {} of {} deliveries ({} missing) in {:.1} s; {} clients dropped",
-        expected,
-        produced.as_secs_f64(),
+    Ok(WsResult {
+        samples: all,
+        produced,
+        total,
         delivered,
         want,
-        want - delivered.min(want),
-        total.as_secs_f64(),
-        dropped.load(Ordering::Relaxed)
-    );
-    println!(
-        "delivery latency ms: p50 {:.2}, p95 {:.2}, p99 {:.2}, max {:.2}",
-        all.pct(50.0),
-        all.pct(95.0),
-        all.pct(99.0),
-        all.pct(100.0)
-    );
-    Ok(())
+        dropped: dropped.load(Ordering::Relaxed),
+    })
 }

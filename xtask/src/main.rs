@@ -6,14 +6,19 @@
 //! - `audit-verify --tenant ID` (reads `DATABASE_URL`) or `audit-verify --file EXPORT`
 //!   (`.jsonl` or `.json`): checks a tenant's hash chain and signatures offline; the signing key
 //!   is `AUDIT_SIGNING_KEY`, else `SECRET_KEY`; `AUDIT_SIGNING_ENABLED=false` skips signatures.
-//! - `bench <login|audit|heartbeat|search> [--url …] [--clients N] [--seconds S] [--tenants T]
-//!   [--agents A]`: HTTP load against a running server (docs/benchmarks.md).
+//! - `bench [--quick] [--embedded|--both] [--bin PATH] [--scale F] [--seconds S] [--only a,b]`:
+//!   the whole suite (starts the server, seeds, every scenario, peers, micro-benchmarks, writes
+//!   `target/bench/report.{json,md}`; `suite.rs`).
+//! - `bench <login|audit|heartbeat|search|check|guard|ws> [--url …] [--clients N] [--seconds S]
+//!   [--tenants T] [--agents A]`: one scenario against a running server (docs/benchmarks.md).
 
 mod anomaly_eval;
 mod bench;
 mod bench_guard;
 mod bench_ws;
 mod guard_eval;
+mod report;
+mod suite;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -130,8 +135,18 @@ fn main() -> ExitCode {
         "audit-verify" => audit_verify(&std::env::args().skip(2).collect::<Vec<_>>()),
         "bench" => {
             let args: Vec<String> = std::env::args().skip(2).collect();
-            let Some((scenario, rest)) = args.split_first() else {
-                return usage();
+            let Some((scenario, rest)) = args
+                .split_first()
+                .filter(|(s, _)| !s.starts_with("--") && s.as_str() != "suite")
+            else {
+                let rest = args.strip_prefix(&["suite".to_owned()]).unwrap_or(&args);
+                return match suite::suite(rest) {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(e) => {
+                        eprintln!("xtask bench: {e:#}");
+                        ExitCode::FAILURE
+                    }
+                };
             };
             bench::Options::from_args(rest).and_then(|o| {
                 tokio::runtime::Builder::new_multi_thread()

@@ -4,6 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::CertificateDer;
 use serde_json::{json, Value};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -366,8 +368,7 @@ fn tls_connector(ca_file: Option<&str>) -> Result<tokio_rustls::TlsConnector, St
             }
             continue;
         };
-        let mut reader = std::io::BufReader::new(&pem[..]);
-        for cert in rustls_pemfile::certs(&mut reader) {
+        for cert in CertificateDer::pem_slice_iter(&pem) {
             let cert = cert.map_err(|e| format!("SIEM CA file {path}: {e}"))?;
             roots
                 .add(cert)

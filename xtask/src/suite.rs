@@ -566,6 +566,8 @@ async fn seed(o: &SuiteOpts, place: &Place, addr: &str) -> Result<Seed> {
         let agents = register_agents(&ao, &key, 4).await?;
         write.push((key, agents));
     }
+    // The user-management entries above are written in batches: let them land first.
+    tokio::time::sleep(Duration::from_secs(1)).await;
     let t = Instant::now();
     seed_entries(place, &tid, entries)?;
     println!(
@@ -595,7 +597,7 @@ fn seed_entries(place: &Place, tenant: &str, n: u64) -> Result<()> {
                 &format!(
                     r#"INSERT INTO audit_entries (id, tenant_id, seq, agent_id, user_id, action, resource, input, output,
   reasoning, risk_score, is_approved, "timestamp", prev_hash, hash, signature)
-SELECT gen_random_uuid(), '{tenant}', g, NULL, NULL,
+SELECT gen_random_uuid(), '{tenant}', b.base + g, NULL, NULL,
   (ARRAY['read_data','write_data','send_email','read_phi','delete_data'])[1 + g % 5],
   'crm/contacts/' || g,
   jsonb_build_object('query', 'select name from contacts where id = ' || g, 'rows', g % 50),
@@ -604,8 +606,10 @@ SELECT gen_random_uuid(), '{tenant}', g, NULL, NULL,
   w.start + (now() - w.start) * ((g - 1)::float8 / {n}),
   md5((g - 1)::text) || md5((g - 1)::text), md5(g::text) || md5(g::text), NULL
 FROM generate_series(1, {n}) AS g,
-  (SELECT date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' - interval '6 days' AS start) AS w;
-INSERT INTO audit_heads (tenant_id, seq, hash) VALUES ('{tenant}', {n}, md5('{n}') || md5('{n}'))
+  (SELECT date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' - interval '6 days' AS start) AS w,
+  (SELECT coalesce(max(seq), 0) AS base FROM audit_entries WHERE tenant_id = '{tenant}') AS b;
+INSERT INTO audit_heads (tenant_id, seq, hash)
+  SELECT '{tenant}', max(seq), md5('{n}') || md5('{n}') FROM audit_entries WHERE tenant_id = '{tenant}'
 ON CONFLICT (tenant_id) DO UPDATE SET seq = EXCLUDED.seq, hash = EXCLUDED.hash;"#
                 ),
             )?;
@@ -617,19 +621,21 @@ ON CONFLICT (tenant_id) DO UPDATE SET seq = EXCLUDED.seq, hash = EXCLUDED.hash;"
                 r#"PRAGMA busy_timeout = 60000;
 BEGIN IMMEDIATE;
 WITH RECURSIVE g(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM g WHERE n < {n}),
- w(start, span) AS (SELECT (julianday('now', 'start of day', '-6 days') - 2440587.5) * 86400.0,
-                           (julianday('now') - julianday('now', 'start of day', '-6 days')) * 86400.0)
+ w(start, span, base) AS (SELECT (julianday('now', 'start of day', '-6 days') - 2440587.5) * 86400.0,
+                           (julianday('now') - julianday('now', 'start of day', '-6 days')) * 86400.0,
+                           (SELECT coalesce(max(seq), 0) FROM audit_entries WHERE tenant_id = X'{hex}'))
 INSERT INTO audit_entries (id, tenant_id, seq, action, resource, input, output, reasoning,
   risk_score, is_approved, "timestamp", prev_hash, hash)
-SELECT randomblob(16), X'{hex}', n,
+SELECT randomblob(16), X'{hex}', base + n,
   CASE n % 5 WHEN 0 THEN 'read_data' WHEN 1 THEN 'write_data' WHEN 2 THEN 'send_email' WHEN 3 THEN 'read_phi' ELSE 'delete_data' END,
   'crm/contacts/' || n,
   '{{"query":"select name from contacts where id = ' || n || '","rows":' || (n % 50) || '}}',
   '{{"status":"ok"}}', '["needed for the support ticket"]', (n % 100) / 100.0, n % 3 = 0,
   strftime('%Y-%m-%dT%H:%M:%S', t, 'unixepoch') || '.' || printf('%06d', CAST((t - CAST(t AS INTEGER)) * 1000000 AS INTEGER)) || 'Z',
   lower(hex(randomblob(32))), lower(hex(randomblob(32)))
-FROM (SELECT n, w.start + w.span * (n - 1) / {n}.0 AS t FROM g, w);
-INSERT INTO audit_heads (tenant_id, seq, hash) VALUES (X'{hex}', {n}, lower(hex(randomblob(32))))
+FROM (SELECT n, w.base AS base, w.start + w.span * (n - 1) / {n}.0 AS t FROM g, w);
+INSERT INTO audit_heads (tenant_id, seq, hash)
+  SELECT X'{hex}', max(seq), lower(hex(randomblob(32))) FROM audit_entries WHERE tenant_id = X'{hex}'
   ON CONFLICT (tenant_id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash;
 COMMIT;
 ANALYZE;

@@ -61,6 +61,30 @@ impl FromRequest for ApiCaller {
     }
 }
 
+/// An API key only (`X-API-Key`): the guarded gateway (contract 17.6, documented as `ApiKey`
+/// alone). A bearer token is a credential of a kind the route does not accept: ignored.
+pub struct KeyCaller(pub Principal);
+
+impl FromRequest for KeyCaller {
+    type Error = ApiError;
+    type Future = LocalBoxFuture<'static, Result<Self, Self::Error>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let state = state(req);
+        let key = header_value(req, "x-api-key");
+        async move {
+            let state = state?;
+            let Some(key) = key else {
+                return Err(Error::missing_credentials("this endpoint needs an X-API-Key").into());
+            };
+            Ok(KeyCaller(
+                state.identity.principal_from_api_key(&key).await?,
+            ))
+        }
+        .boxed_local()
+    }
+}
+
 /// A JWT only (`Authorization: Bearer`); API keys are ignored.
 pub struct JwtCaller(pub Principal);
 

@@ -62,6 +62,7 @@ pub async fn request_context(
     req.extensions_mut().insert(RequestId(id.clone()));
     let method = req.method().to_string();
     let path = req.path().to_owned();
+    let credentialed = carries_credential(&req);
     let span = tracing::info_span!("request", request_id = %id, method = %method, path = %path);
     let limit = req
         .app_data::<web::Data<AppState>>()
@@ -91,6 +92,7 @@ pub async fn request_context(
         res.headers_mut()
             .insert(HeaderName::from_static(REQUEST_ID_HEADER), v);
     }
+    security_headers(res.headers_mut(), credentialed, &path);
     let status = res.status().as_u16();
     let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
     span.in_scope(|| {
@@ -102,6 +104,52 @@ pub async fn request_context(
     });
     Ok(res)
 }
+
+/// Whether the request carries a credential of any kind (headers, or the WebSocket's `?token=`).
+fn carries_credential(req: &ServiceRequest) -> bool {
+    let h = req.headers();
+    h.contains_key("x-api-key")
+        || h.contains_key(header::AUTHORIZATION)
+        || h.contains_key("x-admin-key")
+        || req
+            .query_string()
+            .split('&')
+            .any(|pair| pair.starts_with("token="))
+}
+
+/// The headers every response carries unless its handler set its own (the console sets a
+/// stricter set): no MIME sniffing, no framing, no referrer; a response that is not an HTML page
+/// (JSON, problems, exports, metrics) gets a CSP that allows nothing, so that a body rendered by
+/// mistake runs nothing; API answers and every answer to a credentialed request are never
+/// stored by a cache (tokens, keys and tenant data).
+fn security_headers(headers: &mut header::HeaderMap, credentialed: bool, path: &str) {
+    for (name, value) in [
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (header::X_FRAME_OPTIONS, "DENY"),
+        (header::REFERRER_POLICY, "no-referrer"),
+    ] {
+        if !headers.contains_key(&name) {
+            headers.insert(name, HeaderValue::from_static(value));
+        }
+    }
+    let html = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/html"));
+    if !html && !headers.contains_key(header::CONTENT_SECURITY_POLICY) {
+        headers.insert(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(API_CSP),
+        );
+    }
+    let api = path.starts_with("/api/") || path.starts_with("/webhooks/");
+    if (api || credentialed) && !headers.contains_key(header::CACHE_CONTROL) {
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
+}
+
+/// The Content-Security-Policy of responses that are data, not pages.
+pub const API_CSP: &str = "default-src 'none'; frame-ancestors 'none'";
 
 /// Turns any error response that is not already a problem document into one.
 fn normalize(res: ServiceResponse<BoxBody>, method: &str, path: &str) -> ServiceResponse<BoxBody> {

@@ -2,7 +2,7 @@
 
 use actix_web::{web, HttpRequest, HttpResponse};
 
-use crate::auth::ApiCaller;
+use crate::auth::{ApiCaller, KeyCaller};
 use crate::error::ApiResult;
 use crate::extract::{QueryPairs, RawBody};
 use crate::routes::registrar::Registrar;
@@ -103,7 +103,8 @@ pub async fn integration(
     responses((status = 202, body = crate::routes::schemas::WebhookAccepted, description = "accepted"), (status = 401, description = "missing or wrong signature (`invalid_signature`) or key")))]
 pub async fn webhook(
     state: State,
-    caller: ApiCaller,
+    // Contract 5.1 and 21: an API key binds the tenant; a bearer token is not accepted here.
+    caller: KeyCaller,
     req: HttpRequest,
     body: RawBody,
 ) -> ApiResult<HttpResponse> {

@@ -7,7 +7,7 @@ use serde_json::json;
 use steward_core::ErrorKind;
 use steward_guard::Gateway;
 
-use crate::auth::ApiCaller;
+use crate::auth::{ApiCaller, KeyCaller};
 use crate::error::{problem_body, ApiResult, PROBLEM_JSON};
 use crate::extract::{QueryPairs, RawBody};
 use crate::routes::registrar::Registrar;
@@ -188,7 +188,7 @@ fn with_guard_headers(mut res: HttpResponse, level: &str, score: f64) -> HttpRes
 /// Maps the guard's gateway decision to the response of contract 17.6.
 async fn guarded(
     state: &AppState,
-    caller: &ApiCaller,
+    caller: &KeyCaller,
     agent: Option<&str>,
     body: &RawBody,
 ) -> ApiResult<HttpResponse> {
@@ -227,7 +227,7 @@ async fn guarded(
               (status = 401, description = "No or invalid credentials", content_type = "application/problem+json"),
               (status = 403, description = "`prompt_blocked`: the problem document with the guard result (`GuardResult`) in a member `guard`, and X-Guard-* headers; or role below developer", content_type = "application/problem+json"),
               (status = 422, description = "No prompt in the body", content_type = "application/problem+json")))]
-pub async fn chat(state: State, caller: ApiCaller, body: RawBody) -> ApiResult<HttpResponse> {
+pub async fn chat(state: State, caller: KeyCaller, body: RawBody) -> ApiResult<HttpResponse> {
     guarded(&state, &caller, None, &body).await
 }
 
@@ -247,7 +247,7 @@ macro_rules! agent_gateway {
                       (status = 422, description = "No prompt in the body", content_type = "application/problem+json")))]
         pub async fn $name(
             state: State,
-            caller: ApiCaller,
+            caller: KeyCaller,
             id: web::Path<String>,
             body: RawBody,
         ) -> ApiResult<HttpResponse> {

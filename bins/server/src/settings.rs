@@ -663,6 +663,19 @@ mod tests {
     }
 
     #[test]
+    fn job_lease_is_optional_and_bounded() {
+        assert_eq!(settings(&[]).unwrap().job_lease_seconds, None);
+        let s = settings(&[("JOB_LEASE_SECONDS", "4")]).unwrap();
+        assert_eq!(s.job_lease_seconds, Some(4));
+        for bad in ["0", "2", "3601", "soon"] {
+            let err = settings(&[("JOB_LEASE_SECONDS", bad)])
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("JOB_LEASE_SECONDS"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
     fn production_refuses_development_secrets() {
         let err = settings(&[("ENVIRONMENT", "production")])
             .unwrap_err()

@@ -1228,7 +1228,7 @@ async fn run_backend(o: &SuiteOpts, backend: Backend, report: &mut Report) -> Re
                 path: "/api/v1/anomalies/report".into(),
                 key: key.clone(),
                 body: Some(json!({"agent_id": agents[(n % 4) as usize],
-                                  "event_data": anomaly_event(n, n % 10 == 0), "source": "manual"})),
+                                  "event_data": anomaly_event(n, n.is_multiple_of(10)), "source": "manual"})),
                 want: 201,
             }
         })

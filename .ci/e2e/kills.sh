@@ -12,15 +12,12 @@ ROOT="${ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
 BIN="${BIN:-$ROOT/target/debug/steward}"
 TARGET_DIR="${TARGET_DIR:-${CARGO_TARGET_DIR:-$ROOT/target}}"
 CACHE="${STEWARD_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/steward}"
-VENV="$CACHE/e2e-venv"
+# shellcheck source=../lib/venv.sh
+source "$ROOT/.ci/lib/venv.sh"
 export PGHOST="${PGHOST:-127.0.0.1}" PGPORT="${PGPORT:-5432}" PGUSER="${PGUSER:-postgres}"
 REDIS_DB=12
 
-if ! "$VENV/bin/python" -c 'import httpx, websockets' >/dev/null 2>&1; then
-  rm -rf "$VENV"
-  python3 -m venv "$VENV"
-  "$VENV/bin/pip" install -q --disable-pip-version-check httpx==0.28.1 websockets==15.0.1
-fi
+VENV="$(ci_venv e2e "$ROOT/.ci/requirements/e2e.txt")"
 
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 

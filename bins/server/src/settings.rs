@@ -78,6 +78,8 @@ impl LogLevel {
 #[derive(Clone, Debug)]
 pub struct AnomalySettings {
     pub model_backend: String,
+    /// `ANOMALY_SUPERVISED_MODEL`: `logistic` (contract 15.3) or `forest` (the tree option).
+    pub supervised_model: String,
     pub ml_timeout_seconds: f64,
     pub onnx_model_path: PathBuf,
     pub external_enabled: bool,
@@ -426,6 +428,11 @@ impl Settings {
         let backends = ["sklearn", "onnx", "hybrid"];
         let anomaly = AnomalySettings {
             model_backend: r.one_of("ANOMALY_MODEL_BACKEND", "hybrid", &backends),
+            supervised_model: r.one_of(
+                "ANOMALY_SUPERVISED_MODEL",
+                "logistic",
+                &["logistic", "forest"],
+            ),
             ml_timeout_seconds: r.float("ANOMALY_ML_TIMEOUT_SECONDS", 0.3, 0.001, 60.0),
             onnx_model_path: PathBuf::from(r.string(
                 "ANOMALY_ONNX_MODEL_PATH",

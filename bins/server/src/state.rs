@@ -308,7 +308,10 @@ fn build_anomaly(
     use steward_anomaly::scorer::{ScoreConfig, Scorer};
     let a = &settings.anomaly;
     let codec =
-        steward_anomaly::codec::AnomalyCodec::new(&a.model_backend, Some(&a.onnx_model_path));
+        steward_anomaly::codec::AnomalyCodec::new(&a.model_backend, Some(&a.onnx_model_path))
+            .with_supervised(steward_anomaly::supervised::SupervisedKind::parse(
+                &a.supervised_model,
+            ));
     // The backend that serves: `onnx`/`hybrid` only with a loaded artifact.
     let backend = codec.backend_name();
     let scorer = Arc::new(Scorer::new(ScoreConfig {

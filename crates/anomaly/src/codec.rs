@@ -29,7 +29,7 @@ use crate::onnx::OnnxModel;
 use crate::scorer::LoadedModel;
 use crate::seen::Seen;
 use crate::service::ModelCodec;
-use crate::supervised::Logistic;
+use crate::supervised::{Supervised, SupervisedKind};
 
 /// The model format and libraries; a stored model of another one is refused at load.
 pub const LIBRARY_VERSION: &str =
@@ -85,7 +85,7 @@ pub struct Model {
     /// Per dense feature where larger means more unusual: the history's 99.9th percentile
     /// and the scale of an excess beyond it (see [`Model::tail`]).
     tail: Vec<(usize, f32, f32)>,
-    supervised: Option<Logistic>,
+    supervised: Option<Supervised>,
 }
 
 fn interp(x: f64, pts: &[(f64, f64)]) -> f64 {
@@ -144,6 +144,27 @@ impl Model {
         contamination: f64,
         seed: u64,
         seen: Option<&Seen>,
+        progress: &mut dyn FnMut(f64) -> Result<()>,
+    ) -> Result<(Model, TrainReport)> {
+        Model::train_kind(
+            events,
+            labels,
+            contamination,
+            seed,
+            seen,
+            SupervisedKind::default(),
+            progress,
+        )
+    }
+
+    /// [`Model::train_with`] with the supervised model of `kind` when labels suffice.
+    pub fn train_kind(
+        events: &[Value],
+        labels: &[Option<bool>],
+        contamination: f64,
+        seed: u64,
+        seen: Option<&Seen>,
+        kind: SupervisedKind,
         progress: &mut dyn FnMut(f64) -> Result<()>,
     ) -> Result<(Model, TrainReport)> {
         let label = |i: usize| labels.get(i).copied().flatten();
@@ -267,7 +288,14 @@ impl Model {
                 y.extend(std::iter::repeat_n(true, repeat));
             }
             progress(0.9)?;
-            model.supervised = Some(Logistic::fit(&x, SUPERVISED_INPUTS, &y, 1.0)?);
+            model.supervised = Some(Supervised::fit(
+                kind,
+                &x,
+                SUPERVISED_INPUTS,
+                &y,
+                seed,
+                |p| progress(0.9 + 0.05 * p),
+            )?);
         }
         progress(0.95)?;
         // Precision/recall on the labelled samples (threshold 0.5 of the ML score).
@@ -350,7 +378,7 @@ impl Model {
     pub fn score_features(&self, dense: &[f32; DENSE], bag: &[f32; BAG]) -> f64 {
         let (raw, q) = self.unsupervised(dense);
         match &self.supervised {
-            Some(lr) => 0.5 * q + 0.5 * lr.prob(&supervised_row(dense, raw, bag)),
+            Some(m) => 0.5 * q + 0.5 * m.prob(&supervised_row(dense, raw, bag)),
             None => q,
         }
     }
@@ -389,6 +417,11 @@ impl Model {
     /// Whether the supervised part exists.
     pub fn is_supervised(&self) -> bool {
         self.supervised.is_some()
+    }
+
+    /// The kind of the supervised part, if any.
+    pub fn supervised_kind(&self) -> Option<SupervisedKind> {
+        self.supervised.as_ref().map(Supervised::kind)
     }
 }
 
@@ -515,6 +548,8 @@ pub struct AnomalyCodec {
     seen: Arc<Seen>,
     /// Seed of the forests (fixed: the same history gives the same model).
     pub seed: u64,
+    /// The supervised model built when labels suffice.
+    supervised: SupervisedKind,
 }
 
 impl AnomalyCodec {
@@ -542,7 +577,14 @@ impl AnomalyCodec {
             onnx,
             seen: Arc::new(Seen::default()),
             seed: 42,
+            supervised: SupervisedKind::default(),
         }
+    }
+
+    /// The supervised model training builds when labels suffice (`ANOMALY_SUPERVISED_MODEL`).
+    pub fn with_supervised(mut self, kind: SupervisedKind) -> AnomalyCodec {
+        self.supervised = kind;
+        self
     }
 
     /// The backend reported while a model of this codec serves: the configured `onnx` or
@@ -565,12 +607,13 @@ impl AnomalyCodec {
         handle: &TrainHandle,
     ) -> Result<TrainedModel> {
         let mut progress = |p: f64| handle.progress(p);
-        let (model, r) = Model::train_with(
+        let (model, r) = Model::train_kind(
             events,
             labels,
             contamination,
             self.seed,
             Some(&self.seen),
+            self.supervised,
             &mut progress,
         )?;
         let bytes = serde_json::to_vec(&model).map_err(Error::internal)?;
@@ -583,6 +626,7 @@ impl AnomalyCodec {
                 "precision": r.precision, "recall": r.recall, "f1": r.f1,
                 "evaluated_samples": r.evaluated,
                 "supervised": r.supervised,
+                "supervised_model": model.supervised_kind().map(|k| k.as_str()),
                 "history": r.history,
                 "labelled_anomalies": r.positives,
                 "trees": model.forest.trees(),

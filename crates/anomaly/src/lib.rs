@@ -10,3 +10,4 @@ pub mod scorer;
 pub mod seen;
 pub mod service;
 pub mod supervised;
+pub mod trees;

@@ -1,6 +1,7 @@
 //! The supervised model (contract 15.3): L2-regularised logistic regression fitted by
 //! smartcore (L-BFGS) on standardised features; the coefficients are copied out so that
-//! scoring is a dot product without allocation.
+//! scoring is a dot product without allocation. [`Supervised`] is either that model or the
+//! tree option ([`crate::trees::Forest`]), chosen by `ANOMALY_SUPERVISED_MODEL`.
 
 use serde::{Deserialize, Serialize};
 use smartcore::linalg::basic::arrays::Array;
@@ -98,6 +99,84 @@ impl Logistic {
     }
 }
 
+/// Which supervised model training builds (`ANOMALY_SUPERVISED_MODEL`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum SupervisedKind {
+    /// Logistic regression (contract 15.3), the default.
+    #[default]
+    Logistic,
+    /// A random forest of CART trees, output clamped (the tree option).
+    Forest,
+}
+
+impl SupervisedKind {
+    /// `logistic` or `forest` (anything else: logistic).
+    pub fn parse(s: &str) -> SupervisedKind {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "forest" | "random_forest" => SupervisedKind::Forest,
+            _ => SupervisedKind::Logistic,
+        }
+    }
+
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            SupervisedKind::Logistic => "logistic",
+            SupervisedKind::Forest => "forest",
+        }
+    }
+}
+
+/// A trained supervised model. Untagged, so models stored before the tree option existed
+/// (a bare logistic regression) still load.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(untagged)]
+pub enum Supervised {
+    Logistic(Logistic),
+    Forest(crate::trees::Forest),
+}
+
+impl Supervised {
+    /// Fits the model of `kind` on `x` (row-major, `d` per row) and `y`.
+    pub fn fit(
+        kind: SupervisedKind,
+        x: &[f32],
+        d: usize,
+        y: &[bool],
+        seed: u64,
+        progress: impl FnMut(f64) -> Result<()>,
+    ) -> Result<Supervised> {
+        match kind {
+            SupervisedKind::Logistic => Logistic::fit(x, d, y, 1.0).map(Supervised::Logistic),
+            SupervisedKind::Forest => crate::trees::Forest::fit(
+                x,
+                d,
+                y,
+                crate::trees::ForestParams {
+                    seed,
+                    ..crate::trees::ForestParams::default()
+                },
+                progress,
+            )
+            .map(Supervised::Forest),
+        }
+    }
+
+    /// P(anomaly) of a row.
+    pub fn prob(&self, row: &[f32]) -> f64 {
+        match self {
+            Supervised::Logistic(m) => m.prob(row),
+            Supervised::Forest(m) => m.prob(row),
+        }
+    }
+
+    pub fn kind(&self) -> SupervisedKind {
+        match self {
+            Supervised::Logistic(_) => SupervisedKind::Logistic,
+            Supervised::Forest(_) => SupervisedKind::Forest,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -119,5 +198,33 @@ mod tests {
         let back: Logistic = serde_json::from_slice(&serde_json::to_vec(&m).unwrap()).unwrap();
         assert_eq!(back, m);
         assert!(Logistic::fit(&x, 2, &[true; 200], 1.0).is_err());
+    }
+
+    #[test]
+    fn both_kinds_fit_and_a_stored_logistic_still_loads() {
+        let mut x = Vec::new();
+        let mut y = Vec::new();
+        for i in 0..200 {
+            let pos = i % 5 == 0;
+            let noise = ((i * 37) % 11) as f32 / 11.0;
+            x.extend([if pos { 3.0 } else { 0.0 } + noise, noise * 2.0]);
+            y.push(pos);
+        }
+        for kind in [SupervisedKind::Logistic, SupervisedKind::Forest] {
+            let m = Supervised::fit(kind, &x, 2, &y, 7, |_| Ok(())).unwrap();
+            assert_eq!(m.kind(), kind);
+            assert!(m.prob(&[3.5, 0.5]) > 0.8, "{kind:?}");
+            assert!(m.prob(&[0.2, 0.5]) < 0.2, "{kind:?}");
+            let back: Supervised =
+                serde_json::from_slice(&serde_json::to_vec(&m).unwrap()).unwrap();
+            assert_eq!(back, m);
+        }
+        // The serialised form of a bare logistic regression (models stored earlier).
+        let lr = Logistic::fit(&x, 2, &y, 1.0).unwrap();
+        let old = serde_json::to_vec(&lr).unwrap();
+        let back: Supervised = serde_json::from_slice(&old).unwrap();
+        assert_eq!(back, Supervised::Logistic(lr));
+        assert_eq!(SupervisedKind::parse("Forest"), SupervisedKind::Forest);
+        assert_eq!(SupervisedKind::parse("logistic"), SupervisedKind::Logistic);
     }
 }

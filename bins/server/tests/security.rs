@@ -526,7 +526,7 @@ async fn post(app: &TestApp, path: &str, cred: &C, body: Value, expect: u16) -> 
         app,
         "POST",
         path,
-        &[cred.clone()],
+        std::slice::from_ref(cred),
         Some(body.to_string().as_bytes()),
     )
     .await;
@@ -535,7 +535,7 @@ async fn post(app: &TestApp, path: &str, cred: &C, body: Value, expect: u16) -> 
 }
 
 async fn get(app: &TestApp, path: &str, cred: &C) -> Reply {
-    send(app, "GET", path, &[cred.clone()], None).await
+    send(app, "GET", path, std::slice::from_ref(cred), None).await
 }
 
 const ATTACKS: [&str; 5] = [
@@ -997,7 +997,14 @@ app_test!(
                 let (_, tail) = rest.split_once('}').unwrap();
                 let path = format!("{head}{id}{tail}");
                 let body = w.body(row);
-                let r = send(&app, &op.method, &path, &[cred.clone()], body.as_deref()).await;
+                let r = send(
+                    &app,
+                    &op.method,
+                    &path,
+                    std::slice::from_ref(&cred),
+                    body.as_deref(),
+                )
+                .await;
                 let at = format!("{} {path} as tenant B ({cred:?})", op.method);
                 refused(&r, 404, "not_found", &at, &[]);
                 let text = r.text();
@@ -1117,7 +1124,7 @@ app_test!(
                 &app,
                 "POST",
                 path,
-                &[bk.clone()],
+                std::slice::from_ref(&bk),
                 Some(body.to_string().as_bytes()),
             )
             .await;
@@ -1208,7 +1215,14 @@ app_test!(every_role_against_every_operation, SETTINGS, |app| {
                 )
                 .await
             } else {
-                send(&app, &op.method, &path, &[cred.clone()], body.as_deref()).await
+                send(
+                    &app,
+                    &op.method,
+                    &path,
+                    std::slice::from_ref(&cred),
+                    body.as_deref(),
+                )
+                .await
             };
             let at = format!("{} {path} as {role}", op.method);
             if allowed {
@@ -1266,7 +1280,7 @@ app_test!(
                         C::Jwt(sup.token.clone()),
                         C::Admin(ADMIN_KEY.into()),
                     ] {
-                        let r = send(&app, "GET", &path, &[c.clone()], None).await;
+                        let r = send(&app, "GET", &path, std::slice::from_ref(&c), None).await;
                         refused(
                             &r,
                             401,
@@ -1324,7 +1338,7 @@ app_test!(
                             &app,
                             &op.method,
                             &path,
-                            &[c.clone()],
+                            std::slice::from_ref(&c),
                             w.body(row).as_deref(),
                         )
                         .await;
@@ -1399,7 +1413,7 @@ app_test!(
                     &app,
                     &op.method,
                     &path,
-                    &[valid.clone()],
+                    std::slice::from_ref(&valid),
                     w.body(row).as_deref(),
                 )
                 .await;
@@ -1426,7 +1440,7 @@ app_test!(
                     &app,
                     &op.method,
                     &path,
-                    &[invalid.clone()],
+                    std::slice::from_ref(&invalid),
                     w.body(row).as_deref(),
                 )
                 .await;
@@ -1948,7 +1962,8 @@ app_test!(security_headers_on_api_answers_and_errors, |app| {
     let key = C::Key(t.key.clone());
     let agent = app.agent(&t.key).await;
     let big = "x".repeat(2 * 1024 * 1024);
-    let cases: Vec<(&str, String, Vec<C>, Option<Vec<u8>>, u16)> = vec![
+    type Case = (&'static str, String, Vec<C>, Option<Vec<u8>>, u16);
+    let cases: Vec<Case> = vec![
         ("GET", "/api/v1/health".into(), vec![], None, 200),
         ("GET", "/api/v1/agents".into(), vec![key.clone()], None, 200),
         (
@@ -2179,7 +2194,7 @@ async fn security_actions(app: &TestApp) -> Acted {
         app,
         "DELETE",
         &format!("/api/v1/api-keys/{key_id}"),
-        &[ja.clone()],
+        std::slice::from_ref(&ja),
         None,
     )
     .await;
@@ -2209,7 +2224,7 @@ async fn security_actions(app: &TestApp) -> Acted {
             app,
             method,
             &format!("{user_path}{suffix}"),
-            &[ja.clone()],
+            std::slice::from_ref(&ja),
             body.as_deref(),
         )
         .await;
@@ -2226,7 +2241,7 @@ async fn security_actions(app: &TestApp) -> Acted {
         app,
         "POST",
         "/api/v1/users/me/change-password",
-        &[ja.clone()],
+        std::slice::from_ref(&ja),
         Some(
             json!({"current_password": PASSWORD, "new_password": "Changed-pass-789"})
                 .to_string()
@@ -2257,7 +2272,7 @@ async fn security_actions(app: &TestApp) -> Acted {
         app,
         "PUT",
         &format!("/api/v1/policies/{pid}"),
-        &[key.clone()],
+        std::slice::from_ref(&key),
         Some(br#"{"priority": 7}"#),
     )
     .await;
@@ -2267,7 +2282,7 @@ async fn security_actions(app: &TestApp) -> Acted {
         app,
         "DELETE",
         &format!("/api/v1/policies/{pid}"),
-        &[key.clone()],
+        std::slice::from_ref(&key),
         None,
     )
     .await;

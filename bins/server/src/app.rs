@@ -28,6 +28,7 @@ pub fn build_app(
         .app_data(web::PayloadConfig::new(limit))
         .configure(crate::routes::configure)
         .default_service(web::to(not_found))
+        .wrap(from_fn(crate::body_limit::body_limit))
         .wrap(from_fn(request_context))
 }
 

@@ -6,6 +6,7 @@
 pub mod app;
 pub mod auth;
 pub mod background;
+pub mod body_limit;
 pub mod dashboard;
 pub mod error;
 pub mod extract;

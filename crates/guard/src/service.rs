@@ -232,6 +232,15 @@ impl Guard {
                 "give `prompt`, `message`, `input` or `messages` with text",
             )
         })?;
+        // The same bound as `POST /guard/validate`: a longer prompt is refused, never passed
+        // on with a partial evaluation.
+        let max = self.config.max_prompt_chars;
+        if prompt.chars().count() > max {
+            return Err(Error::invalid_field(
+                "prompt",
+                format!("the prompt must be at most {max} characters long"),
+            ));
+        }
         if !self.config.enabled {
             return Ok(Gateway::Passed);
         }

@@ -18,6 +18,9 @@ use crate::rows::UserRow;
 use crate::service::{role_of, Identity};
 use crate::views::UserView;
 
+/// The longest `search` of `GET /users` (the longest email address).
+pub const SEARCH_MAX_CHARS: usize = 320;
+
 /// Maximum page size of the users list (contract 4).
 pub const USERS_MAX_LIMIT: i64 = 100;
 const ROLE_NAMES: [&str; 5] = [
@@ -322,7 +325,13 @@ impl Identity {
         let page = PageRequest::read(&mut q, USERS_MAX_LIMIT);
         let role = q.one_of("role", &ROLE_NAMES).map(str::to_owned);
         let is_active = q.bool("is_active");
-        let search = q.string("search").map(|s| escape_like(&s.to_lowercase()));
+        let search = q.string("search");
+        // Longer than any email or name it could match (and than the patterns the database
+        // accepts: SQLite refuses a LIKE pattern over 50,000 bytes).
+        if search.is_some_and(|s| s.chars().count() > SEARCH_MAX_CHARS) {
+            q.error("search", format!("at most {SEARCH_MAX_CHARS} characters"));
+        }
+        let search = search.map(|s| escape_like(&s.to_lowercase()));
         let tenant_filter: Option<uuid::Uuid> = q.parse("tenant_id", "a UUID");
         q.finish()?;
         let tenant = if p.is_super_admin() {

@@ -111,6 +111,94 @@ pub(crate) const CHEAP_BUILTINS: [&str; 21] = [
     "object.get",
 ];
 
+/// The most elements a `numbers.range` / `numbers.range_step` call may produce.
+pub(crate) const MAX_RANGE_ELEMENTS: f64 = 100_000.0;
+
+/// The widest field a `sprintf` format may ask for.
+pub(crate) const MAX_FORMAT_WIDTH: u64 = 10_000;
+
+/// The value of an integer or number literal (`-` applied to one included).
+fn literal_number(expr: &Expr) -> Option<f64> {
+    match expr {
+        Expr::Number { value, .. } => value.as_number().ok().and_then(|n| n.as_f64()),
+        Expr::UnaryExpr { expr, .. } => literal_number(expr).map(|v| -v),
+        _ => None,
+    }
+}
+
+/// Why a call of a built-in whose output can be far larger than its arguments (a single call
+/// that no time or instruction limit interrupts) is refused: the engine has no memory limit,
+/// and an allocation it cannot make aborts the whole server. `numbers.range(1, 1e10)` asks for
+/// hundreds of gigabytes in one call. The size of such outputs must be visible in the source.
+fn unbounded_output(name: &str, params: &[regorus::unstable::Ref<Expr>]) -> Option<String> {
+    match name {
+        "numbers.range" | "numbers.range_step" => {
+            let bounds: Vec<Option<f64>> =
+                params.iter().take(2).map(|p| literal_number(p)).collect();
+            let step = if name == "numbers.range_step" {
+                params.get(2).and_then(|p| literal_number(p))
+            } else {
+                Some(1.0)
+            };
+            match (bounds.as_slice(), step) {
+                ([Some(a), Some(b)], Some(step)) if step >= 1.0 => {
+                    let n = ((b - a).abs() / step).floor() + 1.0;
+                    (n > MAX_RANGE_ELEMENTS).then(|| {
+                        format!(
+                            "`{name}` would produce {n} numbers; at most {MAX_RANGE_ELEMENTS} are \
+                             allowed"
+                        )
+                    })
+                }
+                ([Some(_), Some(_)], _) => None,
+                _ => Some(format!(
+                    "`{name}` takes number literals as bounds (and step) here, at most \
+                     {MAX_RANGE_ELEMENTS} numbers apart: a range computed at evaluation time \
+                     could exhaust the server's memory in one call"
+                )),
+            }
+        }
+        "sprintf" => {
+            let format = match params.first().map(|p| p.as_ref()) {
+                Some(Expr::String { value, .. } | Expr::RawString { value, .. }) => {
+                    value.as_string().ok().map(|s| s.to_string())
+                }
+                _ => None,
+            };
+            let Some(format) = format else {
+                return Some(
+                    "`sprintf` takes a string literal as its format here: a format computed at \
+                     evaluation time could ask for fields of any width"
+                        .to_owned(),
+                );
+            };
+            let mut chars = format.chars().peekable();
+            while let Some(c) = chars.next() {
+                if c != '%' {
+                    continue;
+                }
+                let mut width: u64 = 0;
+                while let Some(d) =
+                    chars
+                        .peek()
+                        .and_then(|c| if *c == '.' { Some(0) } else { c.to_digit(10) })
+                {
+                    width = width.saturating_mul(10).saturating_add(u64::from(d));
+                    chars.next();
+                }
+                if width > MAX_FORMAT_WIDTH {
+                    return Some(format!(
+                        "`sprintf` field width {width} is above the maximum of {MAX_FORMAT_WIDTH}"
+                    ));
+                }
+                chars.next();
+            }
+            None
+        }
+        _ => None,
+    }
+}
+
 /// The documents a policy module may define (contract 13.5).
 pub(crate) const OUTPUTS: [&str; 4] = ["allow", "deny", "require_approval", "severity"];
 
@@ -365,6 +453,9 @@ impl<'m> Walker<'m> {
             (Some(p), _) if p == "print" || BUILTINS.contains_key(p.as_str()) => {
                 if !CHEAP_BUILTINS.contains(&p.as_str()) {
                     self.cheap = false;
+                }
+                if let Some(problem) = unbounded_output(p, params) {
+                    self.errors.push(at(fcn.span(), &problem));
                 }
                 true
             }
@@ -714,6 +805,26 @@ mod tests {
     }
 
     const HEAD: &str = "package steward.policies.t\nimport rego.v1\n";
+
+    #[test]
+    fn outputs_without_visible_bounds_are_refused() {
+        let ok = |body: &str| analyze_src(&format!("{HEAD}{body}\n"));
+        assert!(ok("allow if count(numbers.range(1, 1000)) > 0").is_ok());
+        assert!(ok("allow if count(numbers.range(-5, 5)) > 0").is_ok());
+        assert!(ok("allow if count(numbers.range_step(1, 1000000, 100)) > 0").is_ok());
+        assert!(ok("allow if sprintf(\"%d items, %.2f%%\", [1, 2.5]) != \"\"").is_ok());
+        for refused in [
+            "allow if count(numbers.range(1, 10000000000)) > 0",
+            "allow if count(numbers.range(1, input.context.n)) > 0",
+            "allow if count(numbers.range_step(1, 10000000, 1)) > 0",
+            "allow if count(numbers.range_step(1, 100, input.step)) > 0",
+            "allow if sprintf(\"%0999999999d\", [1]) != \"\"",
+            "allow if sprintf(input.format, [1]) != \"\"",
+        ] {
+            let e = err(&format!("{HEAD}{refused}\n"));
+            assert!(e.starts_with("policy.rego:3:"), "{refused}: {e}");
+        }
+    }
 
     #[test]
     fn package_rules() {

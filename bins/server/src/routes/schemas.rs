@@ -452,6 +452,7 @@ pub struct UserFilters {
     role: Option<String>,
     is_active: Option<bool>,
     /// Substring of the email or full name.
+    #[param(max_length = 320)]
     search: Option<String>,
     /// Super admin only: another tenant's users.
     tenant_id: Option<uuid::Uuid>,

@@ -150,11 +150,10 @@ fn unbounded_output(name: &str, params: &[regorus::unstable::Ref<Expr>]) -> Opti
                         )
                     })
                 }
-                ([Some(_), Some(_)], _) => None,
                 _ => Some(format!(
-                    "`{name}` takes number literals as bounds (and step) here, at most \
-                     {MAX_RANGE_ELEMENTS} numbers apart: a range computed at evaluation time \
-                     could exhaust the server's memory in one call"
+                    "`{name}` takes number literals as bounds (and a step of at least 1) here, \
+                     at most {MAX_RANGE_ELEMENTS} numbers apart: a range computed at evaluation \
+                     time could exhaust the server's memory in one call"
                 )),
             }
         }
@@ -818,6 +817,7 @@ mod tests {
             "allow if count(numbers.range(1, input.context.n)) > 0",
             "allow if count(numbers.range_step(1, 10000000, 1)) > 0",
             "allow if count(numbers.range_step(1, 100, input.step)) > 0",
+            "allow if count(numbers.range_step(1, 100, 0.000001)) > 0",
             "allow if sprintf(\"%0999999999d\", [1]) != \"\"",
             "allow if sprintf(input.format, [1]) != \"\"",
         ] {

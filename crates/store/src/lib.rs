@@ -31,8 +31,22 @@ pub fn db_error(e: DieselError) -> Error {
         )
         .with_source(e),
         DieselError::NotFound => Error::not_found("the record was not found").with_source(e),
+        DieselError::DatabaseError(_, info) if is_unstorable_text(info.message()) => Error::new(
+            ErrorKind::BadRequest,
+            "a text value contains a character the database cannot store (NUL, U+0000)",
+        )
+        .with_source(e),
         _ => Error::internal(e),
     }
+}
+
+/// Whether a database error says a bound text value cannot be stored or compared: PostgreSQL
+/// refuses NUL in text (22021 `invalid byte sequence for encoding "UTF8": 0x00`) and in JSON
+/// (22P05 `unsupported Unicode escape sequence`). The value came from the request, so this is
+/// the request's fault (400), whichever query it reached.
+fn is_unstorable_text(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    m.contains("invalid byte sequence for encoding") || m.contains("unsupported unicode escape")
 }
 
 /// Messages (lower case, matched as substrings) of server errors that mean the database
@@ -210,6 +224,18 @@ mod tests {
             )),
         };
         assert_eq!(db_error(commit).status(), 503);
+    }
+
+    #[test]
+    fn text_the_database_cannot_store_is_a_bad_request() {
+        for message in [
+            "invalid byte sequence for encoding \"UTF8\": 0x00",
+            "unsupported Unicode escape sequence",
+        ] {
+            let e = db_error(server_error(DatabaseErrorKind::Unknown, message));
+            assert_eq!(e.status(), 400, "{message}");
+            assert!(e.detail.contains("NUL"), "{message}");
+        }
     }
 
     #[test]

@@ -53,9 +53,27 @@ impl Conn {
         }
         req.push_str("\r\n");
         req.push_str(&body);
-        self.stream.get_mut().write_all(req.as_bytes()).await?;
         let mut line = String::new();
-        self.stream.read_line(&mut line).await?;
+        let sent = self
+            .stream
+            .get_mut()
+            .write_all(req.as_bytes())
+            .await
+            .is_ok()
+            && self.stream.read_line(&mut line).await.is_ok_and(|n| n > 0);
+        if !sent {
+            // The keep-alive race: the server closed this idle connection (actix's keep-alive
+            // is 5 s) before it read the request. Like any HTTP client, open a new connection
+            // and send the request once more.
+            let stream = TcpStream::connect(&self.host)
+                .await
+                .with_context(|| format!("reconnect {}", self.host))?;
+            stream.set_nodelay(true)?;
+            self.stream = BufReader::new(stream);
+            line.clear();
+            self.stream.get_mut().write_all(req.as_bytes()).await?;
+            self.stream.read_line(&mut line).await?;
+        }
         let status: u16 = line
             .split_whitespace()
             .nth(1)

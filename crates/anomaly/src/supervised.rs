@@ -182,8 +182,8 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    #[test]
-    fn separates_and_round_trips() {
+    /// 200 rows, one in five an anomaly, separable on the first input.
+    fn separable() -> (Vec<f32>, Vec<bool>) {
         let mut x = Vec::new();
         let mut y = Vec::new();
         for i in 0..200 {
@@ -192,6 +192,12 @@ mod tests {
             x.extend([if pos { 3.0 } else { 0.0 } + noise, noise * 2.0]);
             y.push(pos);
         }
+        (x, y)
+    }
+
+    #[test]
+    fn separates_and_round_trips() {
+        let (x, y) = separable();
         let m = Logistic::fit(&x, 2, &y, 1.0).unwrap();
         assert!(m.prob(&[3.5, 0.5]) > 0.8);
         assert!(m.prob(&[0.2, 0.5]) < 0.2);
@@ -202,14 +208,7 @@ mod tests {
 
     #[test]
     fn both_kinds_fit_and_a_stored_logistic_still_loads() {
-        let mut x = Vec::new();
-        let mut y = Vec::new();
-        for i in 0..200 {
-            let pos = i % 5 == 0;
-            let noise = ((i * 37) % 11) as f32 / 11.0;
-            x.extend([if pos { 3.0 } else { 0.0 } + noise, noise * 2.0]);
-            y.push(pos);
-        }
+        let (x, y) = separable();
         for kind in [SupervisedKind::Logistic, SupervisedKind::Forest] {
             let m = Supervised::fit(kind, &x, 2, &y, 7, |_| Ok(())).unwrap();
             assert_eq!(m.kind(), kind);

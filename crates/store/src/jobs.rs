@@ -194,6 +194,17 @@ pub async fn claim_kinds(
     Ok(None)
 }
 
+/// The job `$id` while this instance holds it: running, under `$owner`'s lease. Progress,
+/// completion and failure all write through it, so a lapsed holder changes nothing.
+macro_rules! held_by {
+    ($id:expr, $owner:expr) => {
+        jobs::table
+            .filter(jobs::id.eq($id))
+            .filter(jobs::status.eq("running"))
+            .filter(jobs::lease_owner.eq($owner))
+    };
+}
+
 /// Records progress and renews the lease (only while this instance owns the job).
 pub async fn heartbeat(
     db: &DbPool,
@@ -206,10 +217,7 @@ pub async fn heartbeat(
     let until = lease_until(lease);
     let changed = with_conn!(db, conn => {
         diesel::update(
-            jobs::table
-                .filter(jobs::id.eq(id))
-                .filter(jobs::status.eq("running"))
-                .filter(jobs::lease_owner.eq(owner)),
+            held_by!(id, owner),
         )
         .set((
             jobs::progress.eq(progress.clamp(0.0, 1.0)),
@@ -247,10 +255,7 @@ pub async fn complete(db: &DbPool, id: Id, result: Value) -> Result<()> {
     let owner = instance_id();
     let changed = with_conn!(db, conn => {
         diesel::update(
-            jobs::table
-                .filter(jobs::id.eq(id))
-                .filter(jobs::status.eq("running"))
-                .filter(jobs::lease_owner.eq(owner)),
+            held_by!(id, owner),
         )
         .set((
             jobs::status.eq("completed"),
@@ -275,10 +280,7 @@ pub async fn fail(db: &DbPool, id: Id, error: &str) -> Result<()> {
     let owner = instance_id();
     let changed = with_conn!(db, conn => {
         diesel::update(
-            jobs::table
-                .filter(jobs::id.eq(id))
-                .filter(jobs::status.eq("running"))
-                .filter(jobs::lease_owner.eq(owner)),
+            held_by!(id, owner),
         )
         .set(failed_now!(error))
         .execute(conn)

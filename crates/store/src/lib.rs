@@ -1,6 +1,7 @@
 //! Storage for Steward: one diesel schema over PostgreSQL and SQLite, connection pools,
 //! embedded migrations, and the Redis implementations of the kernel's `Cache` and `EventBus`.
 
+pub mod external;
 pub mod jobs;
 pub mod migrate;
 pub mod pool;

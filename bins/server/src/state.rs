@@ -203,7 +203,14 @@ impl AppState {
             } else {
                 None
             },
-        );
+        )
+        // The ONNX artifact when the backend is `onnx`/`hybrid` and GUARD_MODEL_PATH ends in
+        // `.onnx` (else, or when it cannot be loaded, the native model serves).
+        .with_onnx(if g.enable_ml {
+            steward_guard::onnx::load_configured(&g.model_backend, &g.model_path)
+        } else {
+            None
+        });
         let hitl = Hitl::new(
             db.clone(),
             bus.clone(),

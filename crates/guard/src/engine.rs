@@ -7,7 +7,8 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::ml::MlModel;
-use crate::normalize::variants_and_canonical;
+use crate::normalize::{canonical, variants_and_canonical};
+use crate::onnx::{ml_verdict, Backend, MlView, OnnxJob, TextClassifier};
 use crate::rules::{self, SMUGGLING};
 
 /// Characters per chunk when a long prompt is also scored piecewise.
@@ -143,6 +144,9 @@ pub fn aggregate(
 #[derive(Clone)]
 pub struct GuardEngine {
     model: Option<Arc<MlModel>>,
+    /// The ONNX artifact (`GUARD_MODEL_BACKEND` `onnx`/`hybrid`), shared by every tenant.
+    onnx: Option<Arc<dyn TextClassifier>>,
+    backend: Backend,
     cfg: AggregateConfig,
 }
 
@@ -150,14 +154,30 @@ impl GuardEngine {
     pub fn new(cfg: AggregateConfig, model: Option<MlModel>) -> Self {
         Self {
             model: model.map(Arc::new),
+            onnx: None,
+            backend: Backend::Native,
             cfg,
         }
     }
 
-    /// The same engine with another model (a newly trained or rolled-back version).
+    /// The same engine with another model (a newly trained or rolled-back version); the
+    /// ONNX artifact and backend are kept.
     pub fn with_model(&self, model: Option<MlModel>) -> Self {
         Self {
             model: model.map(Arc::new),
+            onnx: self.onnx.clone(),
+            backend: self.backend,
+            cfg: self.cfg,
+        }
+    }
+
+    /// The same engine with an ONNX artifact (or none) combined per `backend`. With the
+    /// native backend the artifact is not used.
+    pub fn with_onnx(&self, onnx: Option<Arc<dyn TextClassifier>>, backend: Backend) -> Self {
+        Self {
+            model: self.model.clone(),
+            onnx: onnx.filter(|_| backend != Backend::Native),
+            backend,
             cfg: self.cfg,
         }
     }
@@ -166,11 +186,33 @@ impl GuardEngine {
         self.model.as_deref()
     }
 
+    /// Whether an ONNX artifact takes part in the ML score (`onnx_loaded`).
+    pub fn onnx_loaded(&self) -> bool {
+        self.onnx.is_some()
+    }
+
+    /// The backend serving the ML detector: `sklearn`, or `onnx`/`hybrid` with an artifact.
+    pub fn backend_name(&self) -> &'static str {
+        self.backend.name(self.onnx.is_some())
+    }
+
     pub fn config(&self) -> &AggregateConfig {
         &self.cfg
     }
 
+    /// The whole analysis, the ONNX artifact (if any) run inline (evaluation, benchmarks).
     pub fn analyze(&self, prompt: &str) -> Analysis {
+        let (mut analysis, job) = self.analyze_split(prompt);
+        if let Some(job) = job {
+            let scores = job.run();
+            job.apply(&mut analysis, scores);
+        }
+        analysis
+    }
+
+    /// The rule detector and the native ML verdict, and the ONNX part still to run (when an
+    /// artifact takes part), so that the caller can bound its time.
+    pub fn analyze_split(&self, prompt: &str) -> (Analysis, Option<OnnxJob>) {
         let (views, canon) = variants_and_canonical(prompt);
         let mut detections: Vec<Detection> = Vec::new();
         let mut rule = 0.0f64;
@@ -213,50 +255,62 @@ impl GuardEngine {
                 }
             }
         }
+        let mut job = None;
         let ml = match (&self.model, self.cfg.ml_enabled) {
             (Some(m), true) => {
-                let mut best = m.score_canonical(&canon);
-                let mut what = "the prompt";
+                // The ONNX artifact (if any) scores the same views later, so their canonical
+                // texts are kept.
+                let keep = self.onnx.is_some();
+                let mut ml_views: Vec<MlView> = Vec::new();
+                ml_views.push(MlView {
+                    what: "the prompt",
+                    canon: if keep { canon.clone() } else { String::new() },
+                    native: m.score_canonical(&canon),
+                });
                 for v in views.iter().filter(|v| v.transform.starts_with("decoded")) {
-                    let s = m.score(&v.text);
-                    if s > best {
-                        best = s;
-                        what = v.transform;
-                    }
+                    ml_views.push(MlView {
+                        what: v.transform,
+                        canon: if keep {
+                            canonical(&v.text)
+                        } else {
+                            String::new()
+                        },
+                        native: m.score(&v.text),
+                    });
                 }
                 // Long prompts are also scored piecewise (an injection buried in a long
                 // document), over the canonical text computed once.
                 if canon.chars().count() > CHUNK_OVER {
                     let chars: Vec<char> = canon.chars().collect();
                     for chunk in chars.chunks(CHUNK) {
-                        let s = m.score_canonical(&chunk.iter().collect::<String>());
-                        if s > best {
-                            best = s;
-                            what = "a part of the prompt";
-                        }
+                        let c: String = chunk.iter().collect();
+                        let native = m.score_canonical(&c);
+                        ml_views.push(MlView {
+                            what: "a part of the prompt",
+                            canon: if keep { c } else { String::new() },
+                            native,
+                        });
                     }
                 }
-                if best >= self.cfg.ml_threshold {
-                    detections.push(Detection {
-                        id: "ml_classifier".to_owned(),
-                        category: "prompt injection".to_owned(),
-                        detector: DetectorKind::Ml,
-                        score: best,
-                        reason: format!(
-                            "ML classifier: {what} looks like an injection or jailbreak (probability {best:.2})"
-                        ),
-                    });
-                }
+                let (best, detection) = ml_verdict(&ml_views, None, self.backend, &self.cfg);
+                detections.extend(detection);
+                job = self.onnx.clone().map(|model| OnnxJob {
+                    model,
+                    backend: self.backend,
+                    cfg: self.cfg,
+                    views: ml_views,
+                });
                 Some(best)
             }
             _ => None,
         };
-        Analysis {
+        let analysis = Analysis {
             rule,
             ml,
             detections,
             normalized: canon,
-        }
+        };
+        (analysis, job)
     }
 }
 

@@ -5,6 +5,7 @@
 pub mod engine;
 pub mod ml;
 pub mod normalize;
+pub mod onnx;
 pub mod policy;
 pub mod rules;
 

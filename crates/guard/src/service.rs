@@ -28,6 +28,9 @@ use crate::policy::{fallback_score, PolicyDetector, Signals};
 
 /// How long the policy-engine detector may take before its local fall-back answers.
 const POLICY_ENGINE_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long the ONNX artifact may take over a prompt's views before the native ML score
+/// stands (the same bound as the policy engine's).
+pub const ONNX_TIMEOUT: Duration = POLICY_ENGINE_TIMEOUT;
 /// Canonical texts up to this size are evaluated by the policy-engine detector inline.
 const INLINE_POLICY_BYTES: usize = 4 * 1024;
 /// Characters of the prompt kept in the audit entry.
@@ -123,6 +126,7 @@ pub struct Guard {
     policy: Arc<PolicyDetector>,
     stats: Arc<Mutex<HashMap<TenantId, TenantStats>>>,
     config: GuardConfig,
+    onnx_timeout: Duration,
 }
 
 impl Guard {
@@ -145,7 +149,24 @@ impl Guard {
             policy: Arc::new(PolicyDetector::new(guard_rego)),
             stats: Arc::default(),
             config,
+            onnx_timeout: ONNX_TIMEOUT,
         }
+    }
+
+    /// The guard with the ONNX artifact of the settings (see `crate::onnx::load_configured`),
+    /// combined with the native model per `GUARD_MODEL_BACKEND`; every tenant's engine
+    /// (built-in or trained) uses it. Call before serving.
+    pub fn with_onnx(self, onnx: Option<Arc<dyn crate::onnx::TextClassifier>>) -> Self {
+        let backend = crate::onnx::Backend::parse(&self.config.model_backend);
+        let engine = self.engine().with_onnx(onnx, backend);
+        *self.engine.write().unwrap_or_else(|p| p.into_inner()) = engine;
+        self
+    }
+
+    /// Another bound for the ONNX part of an evaluation (default [`ONNX_TIMEOUT`]).
+    pub fn with_onnx_timeout(mut self, timeout: Duration) -> Self {
+        self.onnx_timeout = timeout;
+        self
     }
 
     fn engine(&self) -> GuardEngine {
@@ -290,14 +311,24 @@ impl Guard {
         }
         let engine = self.engine_for(p.tenant);
         let text = prompt.to_owned();
-        let analysis = if text.len() > 8 * 1024 {
+        let (mut analysis, onnx_job) = if text.len() > 8 * 1024 {
             let engine = engine.clone();
-            tokio::task::spawn_blocking(move || engine.analyze(&text))
+            tokio::task::spawn_blocking(move || engine.analyze_split(&text))
                 .await
                 .map_err(Error::internal)?
         } else {
-            engine.analyze(&text)
+            engine.analyze_split(&text)
         };
+        // The ONNX artifact runs on the blocking pool under the time-out; when it fails or
+        // is late the native ML score stands, and the result is not cached.
+        let mut cacheable = true;
+        if let Some(job) = onnx_job {
+            if let Err(why) = job.run_within(&mut analysis, self.onnx_timeout).await {
+                cacheable = false;
+                metrics::counter!("guard_onnx_fallbacks_total", "reason" => why.as_str())
+                    .increment(1);
+            }
+        }
         let mut detections: Vec<Detection> = analysis.detections;
         let policy_engine = if self.config.aggregate.policy_engine_enabled {
             let signals = Signals {
@@ -365,7 +396,7 @@ impl Guard {
             }
         }
         result.processing_time_ms = ms(started);
-        if let Ok(bytes) = serde_json::to_vec(&result) {
+        if let (true, Ok(bytes)) = (cacheable, serde_json::to_vec(&result)) {
             if let Err(e) = self
                 .cache
                 .set(&key, &bytes, Some(self.config.cache_ttl))
@@ -454,17 +485,18 @@ impl Guard {
         p.authorize(Op::GuardRead)?;
         let samples = self.sample_count(p.tenant, 30).await?;
         let version = self.active_version(p.tenant);
-        let loaded = self.engine_for(p.tenant).model().is_some();
+        let engine = self.engine_for(p.tenant);
+        let loaded = engine.model().is_some();
         let running = steward_store::training::active_task(&self.db, p.tenant, DETECTOR)
             .await?
             .is_some();
         Ok(json!({
             "model_version": version,
-            "backend": if loaded && self.config.aggregate.ml_enabled { self.config.model_backend.as_str() } else { "rules" },
+            "backend": if loaded && self.config.aggregate.ml_enabled { engine.backend_name() } else { "rules" },
             "training_status": if running { "training" } else if version.is_some() { "trained" } else { "untrained" },
             "sample_count": samples,
             "contamination": 0.1,
-            "onnx_loaded": false,
+            "onnx_loaded": engine.onnx_loaded(),
             "last_trained_at": null,
             "min_training_samples": self.config.min_training_samples,
         }))

@@ -81,6 +81,13 @@ pub const FAMILIES: &[Family] = &[
         buckets: &[],
     },
     Family {
+        name: "anomaly_external_escalations_total",
+        kind: Kind::Counter,
+        help: "Anomaly composites in [0.4, 0.7) sent to ANOMALY_EXTERNAL_URL, by outcome (scored, timeout, unreachable, bad_status, bad_answer).",
+        labelled: true,
+        buckets: &[],
+    },
+    Family {
         name: "shadow_candidates_total",
         kind: Kind::Counter,
         help: "Discovery candidates created (merges not counted).",

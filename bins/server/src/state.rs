@@ -313,6 +313,7 @@ fn build_anomaly(
     discovery: &Discovery,
 ) -> steward_anomaly::service::Detector {
     use steward_anomaly::scorer::{ScoreConfig, Scorer};
+    use steward_store::external::ExternalScorer;
     let a = &settings.anomaly;
     let codec =
         steward_anomaly::codec::AnomalyCodec::new(&a.model_backend, Some(&a.onnx_model_path))
@@ -321,13 +322,20 @@ fn build_anomaly(
             ));
     // The backend that serves: `onnx`/`hybrid` only with a loaded artifact.
     let backend = codec.backend_name();
-    let scorer = Arc::new(Scorer::new(ScoreConfig {
-        ml_weight: a.risk_ml_weight,
-        threshold: a.threshold,
-        ml_timeout: Duration::from_secs_f64(a.ml_timeout_seconds.max(0.001)),
-        ml_enabled: a.model_backend != "rules",
-        backend,
-    }));
+    let scorer = Arc::new(
+        Scorer::new(ScoreConfig {
+            ml_weight: a.risk_ml_weight,
+            threshold: a.threshold,
+            ml_timeout: Duration::from_secs_f64(a.ml_timeout_seconds.max(0.001)),
+            ml_enabled: a.model_backend != "rules",
+            backend,
+        })
+        .with_external(ExternalScorer::from_settings(
+            "ANOMALY",
+            a.external_enabled,
+            a.external_url.as_deref(),
+        )),
+    );
     let reports = steward_anomaly::reports::Reports::new(
         db.clone(),
         bus.clone(),

@@ -6,8 +6,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{json, Value};
 use steward_core::TenantId;
+use steward_store::external::{in_band, ExternalScorer, Outcome};
 
 /// A loaded model of one tenant (an adapter over the model crate's types).
 pub trait LoadedModel: Send + Sync + 'static {
@@ -31,7 +32,7 @@ pub struct Scored {
     pub ml: Option<f64>,
     pub rules: f64,
     pub reasons: Vec<String>,
-    /// `rules`, `timeout`, or the model's backend.
+    /// `rules`, `timeout`, `external`, or the model's backend.
     pub backend: &'static str,
     pub is_anomaly: bool,
 }
@@ -101,6 +102,9 @@ pub fn contract_rules(event: &Value) -> (f64, Vec<String>) {
     (score, reasons)
 }
 
+/// The composite scores sent to the external scorer: `[0.4, 0.7)` (contract 15.2).
+pub const EXTERNAL_BAND: (f64, f64) = (0.4, 0.7);
+
 /// A loaded model with its version.
 type Versioned = (i32, Arc<dyn LoadedModel>);
 
@@ -110,6 +114,8 @@ pub struct Scorer {
     models: RwLock<HashMap<TenantId, Versioned>>,
     last_backend: RwLock<HashMap<TenantId, &'static str>>,
     pub config: ScoreConfig,
+    /// `ANOMALY_EXTERNAL_*`: where composites in [`EXTERNAL_BAND`] are escalated.
+    external: Option<ExternalScorer>,
 }
 
 impl Scorer {
@@ -118,6 +124,12 @@ impl Scorer {
             config,
             ..Scorer::default()
         }
+    }
+
+    /// Escalates composites in [`EXTERNAL_BAND`] to `external` (contract 15.2).
+    pub fn with_external(mut self, external: Option<ExternalScorer>) -> Scorer {
+        self.external = external;
+        self
     }
 
     /// Installs (or replaces) the active model of a tenant.
@@ -199,12 +211,16 @@ impl Scorer {
     }
 
     /// Scores an event: rules always, the tenant's model (if loaded and enabled) under the
-    /// hard time-out; on time-out the rules decide and the backend reads `timeout`.
+    /// hard time-out; on time-out the rules decide and the backend reads `timeout`. A
+    /// composite in [`EXTERNAL_BAND`] is then escalated when an external scorer is set.
     pub async fn score(&self, tenant: TenantId, event: &Value) -> Scored {
         let started = std::time::Instant::now();
-        let scored = self.score_inner(tenant, event).await;
+        let mut scored = self.score_inner(tenant, event).await;
+        if let Some(external) = &self.external {
+            scored = self.escalate(external, tenant, event, scored).await;
+        }
         metrics::histogram!("anomaly_processing_seconds").record(started.elapsed().as_secs_f64());
-        let label = if scored.ml.is_some() {
+        let label = if scored.ml.is_some() || scored.backend == "external" {
             scored.backend
         } else {
             "rules"
@@ -212,6 +228,50 @@ impl Scorer {
         metrics::counter!("anomaly_ml_backend_total", "backend" => label).increment(1);
         metrics::histogram!("anomaly_score_histogram").record(scored.risk);
         scored
+    }
+
+    /// Contract 15.2, external escalation: a composite in [`EXTERNAL_BAND`] is sent as
+    /// `{tenant_id, event}`; a `{score}` answer replaces it (backend `external`, the anomaly
+    /// flag recomputed from it: score ≥ threshold or rules ≥ 0.9). On any failure the
+    /// composite stands. Counted in `anomaly_external_escalations_total{outcome}`.
+    async fn escalate(
+        &self,
+        external: &ExternalScorer,
+        tenant: TenantId,
+        event: &Value,
+        scored: Scored,
+    ) -> Scored {
+        if !in_band(scored.risk, EXTERNAL_BAND.0, EXTERNAL_BAND.1) {
+            return scored;
+        }
+        let body = json!({"tenant_id": tenant.0.to_string(), "event": event});
+        match external.score(&body).await {
+            Ok(risk) => {
+                count_escalation(Outcome::Scored);
+                self.set_backend(tenant, "external");
+                let mut reasons = scored.reasons;
+                reasons.push(format!(
+                    "external scorer: {risk:.2} (composite {:.2})",
+                    scored.risk
+                ));
+                Scored {
+                    risk,
+                    reasons,
+                    backend: "external",
+                    is_anomaly: risk >= self.config.threshold || scored.rules >= 0.9,
+                    ..scored
+                }
+            }
+            Err(failure) => {
+                count_escalation(failure.outcome());
+                tracing::warn!(
+                    tenant = %tenant.0,
+                    error = %failure,
+                    "anomaly external scorer failed; the composite score stands"
+                );
+                scored
+            }
+        }
     }
 
     async fn score_inner(&self, tenant: TenantId, event: &Value) -> Scored {
@@ -248,4 +308,9 @@ impl Scorer {
         self.set_backend(tenant, scored.backend);
         scored
     }
+}
+
+fn count_escalation(outcome: Outcome) {
+    metrics::counter!("anomaly_external_escalations_total", "outcome" => outcome.as_str())
+        .increment(1);
 }

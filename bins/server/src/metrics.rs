@@ -88,6 +88,13 @@ pub const FAMILIES: &[Family] = &[
         buckets: &[],
     },
     Family {
+        name: "guard_external_escalations_total",
+        kind: Kind::Counter,
+        help: "Guard results in [warn, block) sent to GUARD_EXTERNAL_URL, by outcome (scored, timeout, unreachable, bad_status, bad_answer).",
+        labelled: true,
+        buckets: &[],
+    },
+    Family {
         name: "shadow_candidates_total",
         kind: Kind::Counter,
         help: "Discovery candidates created (merges not counted).",

@@ -204,6 +204,11 @@ impl AppState {
                 None
             },
         )
+        .with_external(steward_store::external::ExternalScorer::from_settings(
+            "GUARD",
+            g.external_enabled,
+            g.external_url.as_deref(),
+        ))
         // The ONNX artifact when the backend is `onnx`/`hybrid` and GUARD_MODEL_PATH ends in
         // `.onnx` (else, or when it cannot be loaded, the native model serves).
         .with_onnx(if g.enable_ml {

@@ -26,6 +26,9 @@ use crate::engine::{
 use crate::ml::MlModel;
 use crate::policy::{fallback_score, PolicyDetector, Signals};
 
+mod escalation;
+use escalation::Escalation;
+
 /// How long the policy-engine detector may take before its local fall-back answers.
 const POLICY_ENGINE_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long the ONNX artifact may take over a prompt's views before the native ML score
@@ -125,6 +128,8 @@ pub struct Guard {
     tenant_engines: Arc<RwLock<HashMap<TenantId, (i32, GuardEngine)>>>,
     policy: Arc<PolicyDetector>,
     stats: Arc<Mutex<HashMap<TenantId, TenantStats>>>,
+    /// `GUARD_EXTERNAL_*` (see `escalation`).
+    external: Option<steward_store::external::ExternalScorer>,
     config: GuardConfig,
     onnx_timeout: Duration,
 }
@@ -148,6 +153,7 @@ impl Guard {
             tenant_engines: Arc::default(),
             policy: Arc::new(PolicyDetector::new(guard_rego)),
             stats: Arc::default(),
+            external: None,
             config,
             onnx_timeout: ONNX_TIMEOUT,
         }
@@ -330,32 +336,35 @@ impl Guard {
             }
         }
         let mut detections: Vec<Detection> = analysis.detections;
-        let policy_engine = if self.config.aggregate.policy_engine_enabled {
-            let signals = Signals {
-                rule: analysis.rule,
-                ml: analysis.ml,
-            };
-            let (score, ids) = self.policy_signal(&analysis.normalized, signals).await;
-            for id in ids {
-                if !detections.iter().any(|d| d.id == id) {
-                    detections.push(Detection {
-                        id: id.clone(),
-                        category: "prompt injection".to_owned(),
-                        detector: DetectorKind::PolicyEngine,
-                        score,
-                        reason: if id == "ml_classifier_confident" {
-                            format!("policy engine (guard.main): the ML classifier is confident this is an attack (signal {id})")
-                        } else {
-                            format!("policy engine (guard.main): signal {id}")
-                        },
-                    });
-                }
+        let policy_engine = self
+            .policy_detections(
+                &analysis.normalized,
+                analysis.rule,
+                analysis.ml,
+                &mut detections,
+            )
+            .await;
+        let local = aggregate(engine.config(), analysis.rule, analysis.ml, policy_engine);
+        // Contract 17.2: a result in [warn, block) may be rescored by the external classifier.
+        let (score, level) = match self
+            .escalate(
+                p.tenant,
+                prompt,
+                &analysis.normalized,
+                analysis.rule,
+                local.0,
+                &mut detections,
+            )
+            .await
+        {
+            Escalation::Scored(score, level) => (score, level),
+            Escalation::NotSent => local,
+            Escalation::Failed => {
+                // The local result stands, but is not cached: the next request asks again.
+                cacheable = false;
+                local
             }
-            Some(score)
-        } else {
-            None
         };
-        let (score, level) = aggregate(engine.config(), analysis.rule, analysis.ml, policy_engine);
         detections.sort_by(|a, b| b.score.total_cmp(&a.score));
         let mut result = GuardResult {
             threat_level: level.as_str().to_owned(),
@@ -435,6 +444,37 @@ impl Guard {
             tracing::debug!("guard.main unavailable; the local fall-back answers");
             fallback_score(normalized, signals)
         })
+    }
+
+    /// The policy-engine detector, when enabled: its signal, and a detection for each of its
+    /// matches not found yet.
+    async fn policy_detections(
+        &self,
+        normalized: &str,
+        rule: f64,
+        ml: Option<f64>,
+        detections: &mut Vec<Detection>,
+    ) -> Option<f64> {
+        if !self.config.aggregate.policy_engine_enabled {
+            return None;
+        }
+        let (score, ids) = self.policy_signal(normalized, Signals { rule, ml }).await;
+        for id in ids {
+            if !detections.iter().any(|d| d.id == id) {
+                detections.push(Detection {
+                    id: id.clone(),
+                    category: "prompt injection".to_owned(),
+                    detector: DetectorKind::PolicyEngine,
+                    score,
+                    reason: if id == "ml_classifier_confident" {
+                        format!("policy engine (guard.main): the ML classifier is confident this is an attack (signal {id})")
+                    } else {
+                        format!("policy engine (guard.main): signal {id}")
+                    },
+                });
+            }
+        }
+        Some(score)
     }
 
     fn count(&self, tenant: TenantId, r: &GuardResult, cached: bool) {

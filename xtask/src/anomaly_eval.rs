@@ -1,5 +1,6 @@
 //! `cargo xtask anomaly-eval [--data DIR] [--bin PATH | --url URL --admin-key KEY] [--quick]
-//! [--seeds N] [--min-auc X] [--skip-adbench] [--skip-http]`
+//! [--seeds N] [--min-auc X] [--skip-adbench] [--skip-http] [--context-shape]
+//! [--unlabelled-class CLASS] [--data-seed N]`
 //!
 //! 1. The isolation forest on the labelled tabular sets of `DIR` (default
 //!    `../shared/anomaly-data`): fit and score on all rows, N seeds (default 5), ROC-AUC per
@@ -15,6 +16,9 @@
 //!    `POST /anomalies/detector/feedback`, train again, score again.
 //!
 //! `--min-auc X` fails the run when an activity ROC-AUC (unsupervised) is below X.
+//! `--unlabelled-class CLASS` leaves that class out of the 20 % labelled (the others keep
+//! their share), to see how the supervised part ranks a class no label showed it;
+//! `--data-seed N` generates another activity set (default 7).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -52,6 +56,10 @@ struct Opts {
     /// Held-out rows scored as `{action, resource, context}` (input and output merged, no
     /// reasoning), the shape of a policy check, while the history keeps the audit shape.
     context_shape: bool,
+    /// An attack class never labelled (how the supervised part treats a class it never saw).
+    unlabelled_class: Option<String>,
+    /// Seed of the generated activity (default 7).
+    data_seed: u64,
 }
 
 fn opts(args: &[String]) -> Result<Opts> {
@@ -66,6 +74,8 @@ fn opts(args: &[String]) -> Result<Opts> {
         adbench: true,
         http: true,
         context_shape: false,
+        unlabelled_class: None,
+        data_seed: 7,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -85,6 +95,8 @@ fn opts(args: &[String]) -> Result<Opts> {
             "--skip-adbench" => o.adbench = false,
             "--skip-http" => o.http = false,
             "--context-shape" => o.context_shape = true,
+            "--unlabelled-class" => o.unlabelled_class = Some(v()?),
+            "--data-seed" => o.data_seed = v()?.parse()?,
             other => bail!("unknown option {other}"),
         }
     }
@@ -99,9 +111,9 @@ pub fn anomaly_eval(args: &[String]) -> Result<()> {
         adbench(&o, &mut failures)?;
     }
     let (history, holdout) = if o.quick {
-        generate(6_000, 2_000, 25, 7)
+        generate(6_000, 2_000, 25, o.data_seed)
     } else {
-        generate(20_000, 5_000, 50, 7)
+        generate(20_000, 5_000, 50, o.data_seed)
     };
     let n_anom = holdout.iter().filter(|r| r.attack.is_some()).count();
     println!(
@@ -997,8 +1009,37 @@ fn per_class(scores: &[f64], rows: &[Row]) -> String {
         .join(", ")
 }
 
-/// 20 % of the anomalies (seeded).
-fn labelled_fifth(rows: &[Row]) -> Vec<usize> {
+/// Mean share of the normal rows scored below a burst request, by its position in the run
+/// (diagnostics).
+fn burst_positions(scores: &[f64], rows: &[Row]) -> String {
+    let normals: Vec<f64> = rows
+        .iter()
+        .zip(scores)
+        .filter(|(r, _)| r.attack.is_none())
+        .map(|(_, s)| *s)
+        .collect();
+    let mut by_pos: Vec<(f64, usize)> = vec![(0.0, 0); 10];
+    let mut run = 0usize;
+    for (r, s) in rows.iter().zip(scores) {
+        if r.attack == Some("request_burst") {
+            let below = normals.iter().filter(|n| **n < *s).count() as f64;
+            let slot = &mut by_pos[run.min(9)];
+            slot.0 += below / normals.len().max(1) as f64;
+            slot.1 += 1;
+            run += 1;
+        } else {
+            run = 0;
+        }
+    }
+    by_pos
+        .iter()
+        .map(|(sum, n)| format!("{:.3}", sum / (*n).max(1) as f64))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// 20 % of the anomalies (seeded), none of class `skip`.
+fn labelled_fifth(rows: &[Row], skip: Option<&str>) -> Vec<usize> {
     let mut idx: Vec<usize> = rows
         .iter()
         .enumerate()
@@ -1007,6 +1048,7 @@ fn labelled_fifth(rows: &[Row]) -> Vec<usize> {
         .collect();
     idx.shuffle(&mut ChaCha8Rng::seed_from_u64(99));
     idx.truncate(idx.len() / 5);
+    idx.retain(|i| skip.is_none() || rows[*i].attack != skip);
     idx.sort_unstable();
     idx
 }
@@ -1080,7 +1122,10 @@ fn in_process(
         }
     }
     println!("\n### In process\n\nunsupervised: ROC-AUC {auc:.4} (training {train_s:.2} s)\n  per class: {}", per_class(&s, holdout));
-    let lab = labelled_fifth(holdout);
+    if std::env::var_os("ANOMALY_EVAL_DEBUG").is_some() {
+        println!("  bursts by position: {}", burst_positions(&s, holdout));
+    }
+    let lab = labelled_fifth(holdout, o.unlabelled_class.as_deref());
     let mut events = hist.clone();
     let mut labels = vec![None; hist.len()];
     for &i in &lab {
@@ -1093,6 +1138,9 @@ fn in_process(
     let all = auc_of(&s, holdout, &|_| true);
     let rest = auc_of(&s, holdout, &|i| lab.binary_search(&i).is_err());
     println!("20 % labelled ({} anomalies, supervised {}): ROC-AUC {all:.4} on all held-out rows, {rest:.4} on the unlabelled rest\n  per class: {}", lab.len(), rep.supervised, per_class(&s, holdout));
+    if std::env::var_os("ANOMALY_EVAL_DEBUG").is_some() {
+        println!("  bursts by position: {}", burst_positions(&s, holdout));
+    }
     // The tree option on the same rows (ANOMALY_SUPERVISED_MODEL=forest).
     let (forest, _) = Model::train_kind(
         &events,
@@ -1308,7 +1356,7 @@ async fn http(
         t1.elapsed().as_secs_f64(),
         per_class(&s1, holdout)
     );
-    let lab = labelled_fifth(holdout);
+    let lab = labelled_fifth(holdout, o.unlabelled_class.as_deref());
     // The first connection idled while the reports were sent on another: open a new one.
     let mut c = Conn::open(&addr).await?;
     for &i in &lab {

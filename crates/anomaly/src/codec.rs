@@ -6,8 +6,9 @@
 //! history's features (leave-one-out), the calibration of its score, and — when labelled
 //! anomalies exist — a logistic regression of labelled anomalies against the history
 //! (labelled normals plus a sample of the unlabelled history), fed with the payload features,
-//! the forest's score and a hashed trigram bag. The ML score is the calibrated forest score,
-//! or the mean of it and the regression's probability.
+//! the forest's score and a hashed trigram bag. The ML score is the unsupervised score, or
+//! — with the supervised part — that score's log-odds plus the regression's evidence above
+//! its reference (see [`Model::score_features`]).
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -33,7 +34,7 @@ use crate::supervised::{Supervised, SupervisedKind};
 
 /// The model format and libraries; a stored model of another one is refused at load.
 pub const LIBRARY_VERSION: &str =
-    "steward-anomaly-model/1 (iforest/1, smartcore/0.4 logistic, serde_json)";
+    "steward-anomaly-model/2 (iforest/1, smartcore/0.4 logistic, serde_json)";
 
 /// Dense features where a value beyond the history's range means "more unusual", with the
 /// smallest scale of an excess (shares 0.05, rarities and surprises 0.5, counts 0.5).
@@ -72,6 +73,9 @@ const SUPERVISED_DENSE: [usize; 24] = [
 pub const SUPERVISED_INPUTS: usize = SUPERVISED_DENSE.len() + 1 + BAG;
 /// Labelled anomalies needed for the supervised part.
 pub const MIN_POSITIVES: usize = 5;
+/// Quantile of the supervised model's probability over the history rows it was fitted
+/// against that serves as its reference (see [`Model::score_features`]).
+const REFERENCE_QUANTILE: f64 = 0.9;
 /// Unlabelled history rows sampled as normals for the supervised part.
 const NEGATIVE_SAMPLE: usize = 3000;
 
@@ -86,6 +90,15 @@ pub struct Model {
     /// and the scale of an excess beyond it (see [`Model::tail`]).
     tail: Vec<(usize, f32, f32)>,
     supervised: Option<Supervised>,
+    /// The supervised model's probability on the history it was fitted against, at
+    /// [`REFERENCE_QUANTILE`]: below it a probability is no evidence either way.
+    reference: f64,
+}
+
+/// `ln(x / (1 − x))`, `x` kept inside (0, 1).
+fn logit(x: f64) -> f64 {
+    let x = x.clamp(1e-9, 1.0 - 1e-9);
+    (x / (1.0 - x)).ln()
 }
 
 fn interp(x: f64, pts: &[(f64, f64)]) -> f64 {
@@ -236,6 +249,7 @@ impl Model {
             calib,
             tail,
             supervised: None,
+            reference: 0.5,
         };
         let supervised = positives.len() >= MIN_POSITIVES;
         if supervised {
@@ -288,14 +302,21 @@ impl Model {
                 y.extend(std::iter::repeat_n(true, repeat));
             }
             progress(0.9)?;
-            model.supervised = Some(Supervised::fit(
-                kind,
-                &x,
-                SUPERVISED_INPUTS,
-                &y,
-                seed,
-                |p| progress(0.9 + 0.05 * p),
-            )?);
+            let m = Supervised::fit(kind, &x, SUPERVISED_INPUTS, &y, seed, |p| {
+                progress(0.9 + 0.05 * p)
+            })?;
+            let mut probs: Vec<f64> = x
+                .chunks(SUPERVISED_INPUTS)
+                .zip(&y)
+                .filter(|(_, l)| !**l)
+                .map(|(r, _)| m.prob(r))
+                .collect();
+            if !probs.is_empty() {
+                let at = ((probs.len() - 1) as f64 * REFERENCE_QUANTILE).round() as usize;
+                let (_, r, _) = probs.select_nth_unstable_by(at, f64::total_cmp);
+                model.reference = *r;
+            }
+            model.supervised = Some(m);
         }
         progress(0.95)?;
         // Precision/recall on the labelled samples (threshold 0.5 of the ML score).
@@ -374,11 +395,24 @@ impl Model {
         (raw, 1.0 - (1.0 - q) * (1.0 - t))
     }
 
-    /// The ML score of features already computed.
+    /// The ML score of features already computed: the unsupervised score `q`, or with the
+    /// supervised part `σ(logit q + logit max(p, r) − logit r)`, `p` the supervised
+    /// probability and `r` its [`REFERENCE_QUANTILE`] quantile over the history rows it was
+    /// fitted against. The regression adds evidence where it sees an event as more like the
+    /// labelled anomalies than nine in ten history events, and is silent below: its spread
+    /// among ordinary events (how far from *those* anomalies each lies) is no evidence about
+    /// kinds of anomaly nobody labelled, which keep the unsupervised ranking. Pooling in
+    /// log-odds rather than averaging probabilities lets a probability of 0.05 against a
+    /// reference of 0.001 count, where an average would drown it in the unsupervised score's
+    /// spread.
     pub fn score_features(&self, dense: &[f32; DENSE], bag: &[f32; BAG]) -> f64 {
         let (raw, q) = self.unsupervised(dense);
         match &self.supervised {
-            Some(m) => 0.5 * q + 0.5 * m.prob(&supervised_row(dense, raw, bag)),
+            Some(m) => {
+                let p = m.prob(&supervised_row(dense, raw, bag)).max(self.reference);
+                let z = logit(q) + logit(p) - logit(self.reference);
+                1.0 / (1.0 + (-z).exp())
+            }
             None => q,
         }
     }
@@ -401,7 +435,9 @@ impl Model {
         bag: &mut [f32; BAG],
     ) -> (f32, f32) {
         let w = match window {
-            Some(w) => w.lock().unwrap_or_else(|p| p.into_inner()).observe_event(e),
+            Some(w) => self
+                .vocab
+                .observe(&mut w.lock().unwrap_or_else(|p| p.into_inner()), e),
             None => (0.0, 0.0),
         };
         let bag = self.supervised.as_ref().map(|_| bag);

@@ -18,9 +18,11 @@
 //!   history of the same key, the rarest (key, value) of small integers (status codes);
 //! - shape: leaf count, depth, rarity of the key set, share of keys the history never showed;
 //! - reasoning length, rarity of the hour of day, the approval flag;
-//! - the agent's burst: its events among the last [`WINDOW`] against its share of the
-//!   history (`ln((k+1)/(W·p+1))`), and the rarity of the action among the agent's last
-//!   [`AGENT_WINDOW`] actions (recent rate and mix, independent of the pace);
+//! - the agent's recent rate against its own typical share of the traffic: a scan over the
+//!   windows of the last 1, 2, 4, …, [`WINDOW`] events before this one, each scored by the
+//!   binomial log-likelihood ratio `n·KL(k/n ‖ p)` of the agent's `k` events in it against its
+//!   history share `p` (the largest), and the rarity of the action among the agent's last
+//!   [`AGENT_WINDOW`] actions — counted in events, so independent of the pace;
 //! - the rarity of each string's shape (character classes and length) under its key, query
 //!   parameters of the resource and of form-encoded strings included (a letter in a numeric
 //!   field, a long value).
@@ -45,15 +47,19 @@ use text::{
 };
 
 /// The feature definition; a stored model built with another one is refused at load.
-pub const FEATURE_VERSION: &str = "steward-anomaly-features-6 (dense 29, bag 128)";
+pub const FEATURE_VERSION: &str = "steward-anomaly-features-7 (dense 29, bag 128)";
 /// Number of dense features.
 pub const DENSE: usize = 29;
 /// Number of hashed trigram buckets of the supervised model's bag.
 pub const BAG: usize = 128;
 /// Trigram table size of the history's character model.
 const TRIGRAMS: usize = 1 << 16;
-/// Recent events over which the agent's burst is taken.
-pub const WINDOW: usize = 16;
+/// Recent events over which the agent's rate is scanned (windows of 1, 2, 4, … of them).
+pub const WINDOW: usize = 64;
+/// A history spanning less than this many seconds says nothing about the hour of day: the
+/// hour feature is then 0 for every event (a replayed log's audit times are its ingestion
+/// times, a few minutes; scoring an hour later would make every event look rare).
+const HOURS_SPAN_SECONDS: i64 = 2 * 86_400;
 /// Recent actions of an agent over which the action mix is taken.
 pub const AGENT_WINDOW: usize = 32;
 
@@ -88,7 +94,7 @@ pub const NAMES: [&str; DENSE] = [
     "reasoning_length",
     "hour_rarity",
     "approved",
-    "agent_burst",
+    "agent_rate_scan",
     "agent_action_mix_rarity",
     "string_shape_rarity_max",
 ];
@@ -138,6 +144,9 @@ pub struct Vocab {
     #[serde(with = "pairs")]
     numbers: IdMap<NumStat>,
     hours: [u32; 24],
+    /// Whether the history spans enough time for the hour of day to mean something
+    /// ([`HOURS_SPAN_SECONDS`]).
+    hours_known: bool,
     /// The approval flag imputed when an event has none.
     approved_default: f32,
     /// The reasoning-length feature imputed when an event has no `reasoning` (the history's
@@ -270,20 +279,43 @@ fn rarity(n: f64, c: f64) -> f32 {
 /// Sliding windows of recent (agent, action) pairs: the live state of the rate/mix features.
 #[derive(Clone, Debug, Default)]
 pub struct Window {
+    /// The agents of the last [`WINDOW`] events, oldest first.
     recent: VecDeque<u64>,
     per_agent: IdMap<VecDeque<u64>>,
 }
 
-impl Window {
-    /// The agent's events among the last [`WINDOW`] and feature 27
-    /// (`agent_action_mix_rarity`) of an event, then records it.
-    pub fn observe_event(&mut self, e: &Value) -> (f32, f32) {
-        let (agent, action) = Vocab::window_keys(e);
-        self.observe(agent, action)
+/// The binomial log-likelihood ratio of `k` events in `n` against the share `p`:
+/// `n·KL(k/n ‖ p)` when `k/n > p`, else 0 (a Chernoff bound on `−ln P(X ≥ k)`).
+fn rate_llr(k: u32, n: u32, p: f64) -> f64 {
+    let q = f64::from(k) / f64::from(n.max(1));
+    if q <= p {
+        return 0.0;
     }
+    let a = q * (q / p).ln();
+    let b = if q < 1.0 {
+        (1.0 - q) * ((1.0 - q) / (1.0 - p)).ln()
+    } else {
+        0.0
+    };
+    f64::from(n) * (a + b)
+}
 
-    fn observe(&mut self, agent: u64, action: u64) -> (f32, f32) {
-        let share = self.recent.iter().filter(|a| **a == agent).count() as f32;
+impl Window {
+    /// Feature 26 (`agent_rate_scan`) and 27 (`agent_action_mix_rarity`) of an event of
+    /// `agent` whose history share is `p`, then records it.
+    fn observe(&mut self, agent: u64, action: u64, p: f64) -> (f32, f32) {
+        // Windows of the last 1, 2, 4, …, WINDOW events before this one.
+        let (mut k, mut n, mut next, mut scan) = (0u32, 0u32, 1u32, 0f64);
+        for a in self.recent.iter().rev() {
+            n += 1;
+            if *a == agent {
+                k += 1;
+            }
+            if n == next {
+                scan = scan.max(rate_llr(k, n, p));
+                next *= 2;
+            }
+        }
         let mine = self.per_agent.entry(agent).or_default();
         let mix = if mine.is_empty() {
             0.0
@@ -299,7 +331,7 @@ impl Window {
             self.recent.pop_front();
         }
         self.recent.push_back(agent);
-        (share, mix)
+        (scan.min(100.0) as f32, mix)
     }
 }
 
@@ -495,7 +527,6 @@ impl Vocab {
         mut bag: Option<&mut [f32; BAG]>,
     ) {
         let p = parts(e);
-        let agent_of = p.agent;
         let act = fnv(FNV, p.action.as_bytes());
         let pre = prefix_hash(p.resource);
         out[0] = self.rare(mix(act, kind::ACTION), loo);
@@ -551,13 +582,15 @@ impl Vocab {
         out[23] = p
             .reasoning_len
             .map_or(self.reasoning_default, |r| (r as f32).ln_1p());
-        let hour = f64::from(self.hours[p.hour]) - loo;
-        out[24] = rarity(self.n - loo, hour);
+        out[24] = if self.hours_known {
+            rarity(self.n - loo, f64::from(self.hours[p.hour]) - loo)
+        } else {
+            0.0
+        };
         out[25] = p
             .approved
             .map_or(self.approved_default, |a| f32::from(u8::from(a)));
-        let p_agent = self.count(mix(agent_of, kind::AGENT)) / self.n.max(1.0);
-        out[26] = ((f64::from(window.0) + 1.0) / (WINDOW as f64 * p_agent + 1.0)).ln() as f32;
+        out[26] = window.0;
         out[27] = window.1;
         out[28] = w.shape_rarity;
         if let Some(bag) = w.bag {
@@ -574,6 +607,19 @@ impl Vocab {
         (agent_hash(e), fnv(FNV, action.as_bytes()))
     }
 
+    /// The agent's share of the history (an agent it never saw: half an event's share).
+    fn agent_share(&self, agent: u64) -> f64 {
+        let n = self.n.max(1.0);
+        ((self.count(mix(agent, kind::AGENT)) + 0.5) / (n + 1.0)).min(0.999)
+    }
+
+    /// The window features of a live event (`agent_rate_scan`, `agent_action_mix_rarity`):
+    /// observes it in `window`.
+    pub fn observe(&self, window: &mut Window, e: &Value) -> (f32, f32) {
+        let (agent, action) = Self::window_keys(e);
+        window.observe(agent, action, self.agent_share(agent))
+    }
+
     /// Features of a live event: observes it in `window`.
     pub fn featurize(
         &self,
@@ -582,12 +628,12 @@ impl Vocab {
         out: &mut [f32; DENSE],
         bag: Option<&mut [f32; BAG]>,
     ) {
-        let w = window.observe_event(e);
+        let w = self.observe(window, e);
         self.features(e, w, 0.0, out, bag);
     }
 
     /// Features of a live event whose window values were taken already
-    /// ([`Window::observe_event`]).
+    /// ([`Vocab::observe`]).
     pub fn featurize_with(
         &self,
         e: &Value,
@@ -602,7 +648,7 @@ impl Vocab {
     pub fn window(&self) -> Window {
         let mut w = Window::default();
         for (agent, action) in &self.tail {
-            w.observe(*agent, *action);
+            w.observe(*agent, *action, self.agent_share(*agent));
         }
         w
     }
@@ -660,5 +706,66 @@ mod tests {
         let mut again = [0f32; DENSE];
         back.featurize(&attack, &mut back.window(), &mut again, None);
         assert_eq!(again[..26], bad[..26]);
+    }
+
+    fn plain(agent: &str) -> Value {
+        json!({"agent_id": agent, "action": "GET", "resource": "/api/items"})
+    }
+
+    #[test]
+    fn a_burst_of_a_quiet_agent_raises_the_rate_scan_from_its_second_request() {
+        // a2 makes every tenth request of the history.
+        let who = |i: usize| if i % 10 == 3 { "a2" } else { "a1" };
+        let h: Vec<Value> = (0..2000).map(|i| plain(who(i))).collect();
+        let refs: Vec<&Value> = h.iter().collect();
+        let v = Vocab::build::<()>(&refs, |_| Ok(())).unwrap();
+        let mut w = v.window();
+        let mut quiet = 0f32;
+        for i in 0..300 {
+            let (scan, _) = v.observe(&mut w, &plain(who(i)));
+            if who(i) == "a2" {
+                quiet = quiet.max(scan);
+            }
+        }
+        let burst: Vec<f32> = (0..10).map(|_| v.observe(&mut w, &plain("a2")).0).collect();
+        // The first request of the run looks like any other.
+        assert!(burst[0] < quiet + 0.5, "{burst:?} vs {quiet}");
+        assert!(burst[1] > quiet + 1.5, "{burst:?} vs {quiet}");
+        assert!(burst[4] > 3.0 * quiet.max(1.0), "{burst:?} vs {quiet}");
+        assert!(burst[9] > burst[4] && burst[4] > burst[1], "{burst:?}");
+        // The busy agent's own run of ten is ordinary for its share (0.9).
+        let busy: Vec<f32> = (0..10).map(|_| v.observe(&mut w, &plain("a1")).0).collect();
+        assert!(busy.iter().all(|s| *s < burst[4]), "{busy:?} vs {burst:?}");
+        // The history's features replay the same window.
+        let (dense, _) = v.featurize_history::<()>(&refs, false, |_| Ok(())).unwrap();
+        let hist_max = dense.iter().map(|r| r[26]).fold(0f32, f32::max);
+        assert!(hist_max < burst[4], "{hist_max} vs {burst:?}");
+    }
+
+    #[test]
+    fn the_hour_of_day_counts_only_when_the_history_spans_two_days() {
+        let at = |day: u32, hour: u32| {
+            json!({"agent_id": "a1", "action": "GET", "resource": "/api/items",
+                   "timestamp": format!("2026-03-{day:02}T{hour:02}:10:00.000000Z")})
+        };
+        let hour_feature = |h: &[Value], probe: &Value| {
+            let refs: Vec<&Value> = h.iter().collect();
+            let v = Vocab::build::<()>(&refs, |_| Ok(())).unwrap();
+            let (mut out, mut bag) = ([0f32; DENSE], [0f32; BAG]);
+            v.featurize_detached(probe, &mut out, &mut bag);
+            out[24]
+        };
+        // Office hours over five days: 03:00 is rare, 10:00 is not.
+        let week: Vec<Value> = (1..=5)
+            .flat_map(|d| (9..18).flat_map(move |hr| (0..10).map(move |_| (d, hr))))
+            .map(|(d, hr)| at(d, hr))
+            .collect();
+        assert!(hour_feature(&week, &at(9, 3)) > 3.0);
+        assert!(hour_feature(&week, &at(9, 10)) < 3.0);
+        // The same number of events within one afternoon (a replayed log): the hour says
+        // nothing.
+        let afternoon: Vec<Value> = (0..450).map(|i| at(1, 14 + i % 2)).collect();
+        assert_eq!(hour_feature(&afternoon, &at(9, 3)), 0.0);
+        assert_eq!(hour_feature(&afternoon, &at(1, 14)), 0.0);
     }
 }

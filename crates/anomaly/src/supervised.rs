@@ -9,6 +9,15 @@ use smartcore::linalg::basic::matrix::DenseMatrix;
 use smartcore::linear::logistic_regression::{LogisticRegression, LogisticRegressionParameters};
 use steward_core::{Error, Result};
 
+/// The smallest standard deviation an input is standardised by. The detector's inputs are
+/// logs of counts and ratios, shares and normalised counts: a difference smaller than this
+/// is not evidence, yet on an input nearly constant among the training rows a plain
+/// standardisation would blow it up into a separating direction (labelled anomalies are
+/// featurised as outsiders of the history, its rows leave-one-out: a rarity of a frequent
+/// value differs between the two by about one count, ~0.01, and the model learnt "outsider"
+/// instead of the anomaly, which every live event is).
+pub const MIN_SCALE: f64 = 0.25;
+
 /// A fitted logistic regression over standardised inputs.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Logistic {
@@ -48,7 +57,7 @@ impl Logistic {
             .map(|(s, m)| {
                 let sd = (s / nf - m * m).max(0.0).sqrt();
                 if sd > 1e-6 {
-                    1.0 / sd
+                    1.0 / sd.max(MIN_SCALE)
                 } else {
                     0.0
                 }

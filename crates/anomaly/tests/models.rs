@@ -186,3 +186,105 @@ fn native_model_scores_small_events_inline_and_large_ones_on_the_pool() {
     // Both still score.
     assert!((0.0..=1.0).contains(&m.score(&big)));
 }
+
+/// Whether ordinary request `i` is the quiet agent's (one in ten, scattered).
+fn quiet_turn(i: usize) -> bool {
+    (i.wrapping_mul(2_654_435_761) >> 9) % 10 == 3
+}
+
+/// Live traffic of two agents, `rounds` rounds of 200 ordinary requests (the quiet agent's
+/// one in ten) each followed by a run of 8 requests of the quiet agent that look like its
+/// ordinary ones. Returns (event, position in the run or None, score).
+fn bursts(
+    m: &dyn steward_anomaly::scorer::LoadedModel,
+    start: usize,
+    rounds: usize,
+) -> Vec<(Value, Option<usize>, f64)> {
+    let mut out = Vec::new();
+    let mut i = start;
+    for _ in 0..rounds {
+        for k in 0..208 {
+            let (agent, pos) = if k < 200 {
+                (if quiet_turn(i) { QUIET } else { BUSY }, None)
+            } else {
+                (QUIET, Some(k - 200))
+            };
+            let e = by(i, agent);
+            i += 1;
+            let s = m.score(&e);
+            out.push((e, pos, s));
+        }
+    }
+    out
+}
+
+const BUSY: &str = "11111111-1111-4111-8111-111111111111";
+const QUIET: &str = "22222222-2222-4222-8222-222222222222";
+
+fn by(i: usize, agent: &str) -> Value {
+    let mut e = normal(i);
+    e["agent_id"] = json!(agent);
+    e
+}
+
+/// ROC-AUC of the requests of the runs at positions `from..` against the quiet agent's
+/// ordinary ones (which differ only in the agent's recent rate).
+fn burst_auc(rows: &[(Value, Option<usize>, f64)], from: usize) -> f64 {
+    let (mut s, mut y) = (Vec::new(), Vec::new());
+    for (e, pos, score) in rows {
+        match pos {
+            None if e["agent_id"] == QUIET => (s.push(*score), y.push(false)),
+            None => continue,
+            Some(p) if *p >= from => (s.push(*score), y.push(true)),
+            Some(_) => continue,
+        };
+    }
+    steward_anomaly::iforest::roc_auc(&s, &y)
+}
+
+#[test]
+fn bursts_rank_high_and_labelled_bursts_teach_the_supervised_part_the_rate() {
+    let history: Vec<Value> = (0..4000)
+        .map(|i| by(i, if quiet_turn(i) { QUIET } else { BUSY }))
+        .collect();
+    let codec = AnomalyCodec::new("sklearn", None);
+    let t = codec
+        .train(&history, None, 0.1, &TrainHandle::default())
+        .unwrap();
+    let unsupervised = stored(t);
+    // Unsupervised: the agent's rate against its own share shows the runs.
+    let live = bursts(codec.load(&unsupervised).unwrap().as_ref(), 10_000, 8);
+    for (from, min) in [(1, 0.75), (3, 0.9)] {
+        let auc = burst_auc(&live, from);
+        assert!(auc > min, "from position {from}: {auc}");
+    }
+    // Label the runs of the first four rounds through feedback (their event data carry no
+    // window: the codec remembers the values each was scored with) and train again.
+    let mut events = history.clone();
+    let mut labels = vec![None; events.len()];
+    for (e, pos, _) in live.iter().take(4 * 208) {
+        if pos.is_some() {
+            events.push(e.clone());
+            labels.push(Some(true));
+        }
+    }
+    let t = codec
+        .train_mixed(&events, &labels, 0.1, &TrainHandle::default())
+        .unwrap();
+    assert_eq!(t.metrics["supervised"], true);
+    let supervised = codec.load(&stored(t)).unwrap();
+    // Fresh traffic on both models (new events, each model with its own window).
+    let before = bursts(codec.load(&unsupervised).unwrap().as_ref(), 12_000, 8);
+    let after = bursts(supervised.as_ref(), 12_000, 8);
+    let (b, a) = (burst_auc(&before, 1), burst_auc(&after, 1));
+    assert!(a > b, "{b} -> {a}");
+    // The labels lift the runs, not ordinary traffic (live events are outsiders of the
+    // history like the labelled ones: the supervised part must not learn "outsider").
+    let median_ordinary = |rows: &[(Value, Option<usize>, f64)]| {
+        let mut s: Vec<f64> = rows.iter().filter(|r| r.1.is_none()).map(|r| r.2).collect();
+        s.sort_by(f64::total_cmp);
+        s[s.len() / 2]
+    };
+    let (mb, ma) = (median_ordinary(&before), median_ordinary(&after));
+    assert!(ma < mb + 0.05, "ordinary traffic rose: {mb} -> {ma}");
+}

@@ -7,9 +7,31 @@ use super::text::{
     FNV,
 };
 use super::{
-    parts, path_hash, prefix_hash, HistoryFeatures, Vocab, Window, BAG, DENSE, META, TRIGRAMS,
-    WINDOW,
+    parts, path_hash, prefix_hash, HistoryFeatures, Vocab, Window, BAG, DENSE, HOURS_SPAN_SECONDS,
+    META, TRIGRAMS, WINDOW,
 };
+
+/// Seconds between the earliest and the latest `timestamp` (RFC 3339) of the events; 0 when
+/// fewer than two carry one.
+fn span_seconds(events: &[&Value]) -> i64 {
+    let mut lo: Option<time::OffsetDateTime> = None;
+    let mut hi: Option<time::OffsetDateTime> = None;
+    for e in events {
+        let Some(s) = e.get("timestamp").and_then(Value::as_str) else {
+            continue;
+        };
+        let Ok(t) = time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339)
+        else {
+            continue;
+        };
+        lo = Some(lo.map_or(t, |l| l.min(t)));
+        hi = Some(hi.map_or(t, |h| h.max(t)));
+    }
+    match (lo, hi) {
+        (Some(l), Some(h)) => (h - l).whole_seconds(),
+        _ => 0,
+    }
+}
 
 impl Vocab {
     fn count_param(&mut self, k: &[u8], val: &[u8]) {
@@ -32,6 +54,7 @@ impl Vocab {
             trigram_total: 0.0,
             numbers: IdMap::default(),
             hours: [0; 24],
+            hours_known: false,
             approved_default: 0.0,
             reasoning_default: 0.0,
             tail: Vec::new(),
@@ -71,6 +94,7 @@ impl Vocab {
             v.count_walk(FNV, endpoint, e, 0, &mut key_set);
             bump_map(&mut v.counts, mix(key_set, kind::KEY_SET));
         }
+        v.hours_known = span_seconds(events) >= HOURS_SPAN_SECONDS;
         v.approved_default = if approved.0 > approved.1 { 1.0 } else { 0.0 };
         if !reasoning.is_empty() {
             let mid = reasoning.len() / 2;
@@ -196,7 +220,7 @@ impl Vocab {
                 progress(i as f64 / events.len().max(1) as f64)?;
             }
             let (agent, action) = Self::window_keys(e);
-            let w = window.observe(agent, action);
+            let w = window.observe(agent, action, self.agent_share(agent));
             let mut out = [0f32; DENSE];
             if with_bag {
                 let mut bag = [0f32; BAG];

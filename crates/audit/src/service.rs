@@ -461,8 +461,24 @@ impl AuditService {
                 query
             }};
         }
+        let unfiltered = agent.is_none() && action.is_none() && resource.is_none();
         let (total, rows): (i64, Vec<EntryRow>) = with_conn!(&self.db, conn => {
-            let total = filtered!().count().get_result(conn).await.db()?;
+            // The tenant's whole log: the total is the sum of the per-day rollup that the
+            // triggers keep exact within each writing transaction (one row per day), not a
+            // count over every entry (186 ms of a 187 ms page at 1,000,000 entries, see
+            // docs/benchmarks.md). A filtered list counts its matches.
+            let total = if unfiltered {
+                audit_daily_counts::table
+                    .filter(audit_daily_counts::tenant_id.eq(tenant))
+                    .select(audit_daily_counts::count)
+                    .load::<i64>(conn)
+                    .await
+                    .db()?
+                    .into_iter()
+                    .sum()
+            } else {
+                filtered!().count().get_result(conn).await.db()?
+            };
             let rows = filtered!()
                 .order(audit_entries::seq.desc())
                 .offset(page.skip)

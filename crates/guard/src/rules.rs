@@ -1,11 +1,20 @@
-//! The rule detector: the contract's pattern set (17.3) plus Steward's own, compiled once
-//! into one `RegexSet`, with an Aho-Corasick banlist of known jailbreak phrases. Each pattern
-//! has an id, a category and a score; `rule` is the highest score among the matches.
+//! The rule detector: the contract's pattern set (17.3) plus Steward's own, compiled once, with
+//! an Aho-Corasick banlist of known jailbreak phrases. Each pattern has an id, a category and a
+//! score; `rule` is the highest score among the matches.
+//!
+//! Each pattern is its own `Regex` with ASCII word boundaries, not one `RegexSet` with Unicode
+//! ones (the profile of issue 20, docs/benchmarks.md): an overlapping search of ~30 patterns
+//! with bounded gaps (`.{0,40}`) outgrew the lazy DFA's cache and fell back to the PikeVM (45 %
+//! of the guard's HTTP time), and a Unicode `\b` stops the lazy DFA on any non-ASCII text. One
+//! regex per pattern gets a literal prefilter from its keywords and a small DFA: about 14×
+//! less time per prompt over `../shared/guard-data`, with the same matches on all 3,167
+//! prompts. The text scanned is the normalised one (NFKC, confusables folded), where a word
+//! boundary next to a non-ASCII letter is rare; such a letter counts as a non-word character.
 
 use std::sync::OnceLock;
 
 use aho_corasick::AhoCorasick;
-use regex::{Regex, RegexSet, RegexSetBuilder};
+use regex::{Regex, RegexBuilder};
 
 pub const INJECTION: &str = "prompt injection";
 pub const JAILBREAK: &str = "jailbreak";
@@ -256,6 +265,47 @@ pub const PATTERNS: &[Pattern] = &[
         r"\b(not bound by|free from|break(ing)?|bypass(ing)?|ignor(e|es|ing)|violat(e|es|ing)|disregard(ing)?|without)\b.{0,40}\b(openai|content polic(y|ies)|ethical guidelines|safety guidelines|usage polic(y|ies)|moral guidelines)\b",
         "policy evasion",
     ),
+    // Instruction overrides the patterns above miss (issue 15, measured with `cargo xtask
+    // guard-eval`): "forget everything" with what it refers to or as a sentence of its own,
+    // "pretend you forgot the rules", formal German and object-first German, and the
+    // languages of the built-in corpus that had none (Italian, Portuguese, Dutch, Polish,
+    // Russian, Chinese, Japanese, Spanish "olvide"). Non-Latin patterns have no `\b`: the
+    // ASCII boundary does not apply to their letters.
+    p(
+        "forget_everything",
+        INJECTION,
+        0.85,
+        r"\b(forget|ignore|disregard)\s+(about\s+)?everything\b(.{0,25}\b(above|before|so far|earlier|previous(ly)?|prior|you (know|learned|were told|have been told))\b|\s*[,.!:;-])",
+        "instruction override",
+    ),
+    p(
+        "ignore_previous",
+        INJECTION,
+        0.85,
+        r"\b(ignore|disregard|forget|discard|drop)\s+(any\s+|all\s+(of\s+)?|the\s+|your\s+)?(previous|prior|earlier|preceding|above|former)\s+(messages?|orders?|requests?|conversations?|context|information|tasks?|assignments?|commands?|directions?|guidance)\b|\b(don'?t|do not|never|stop)\s+(follow(ing)?|obey(ing)?)\b.{0,20}\b(previous|prior|earlier|above|original|your)\s+(instructions|requests|orders|rules|commands|programming)\b|\b(disobey|defy)\s+(the\s+|your\s+|all\s+|any\s+)?(rules|instructions|orders|programming|guidelines)\b",
+        "instruction override",
+    ),
+    p(
+        "forgotten_rules",
+        INJECTION,
+        0.85,
+        r"\b(pretend|act as if|imagine)\b.{0,20}\b(forgot(ten)?|lost)\b.{0,30}\b(rules|instructions|guidelines|restrictions|programming)\b",
+        "instruction override",
+    ),
+    p(
+        "ignore_de_formal",
+        INJECTION,
+        0.9,
+        r"\b((ignorieren|missachten) sie\b.{0,40}\b(anweisungen|instruktionen|regeln|vorgaben|befehle|alles)|vergessen sie (bitte )?(alles|alle (vorherigen|bisherigen|obigen))|(vorherigen|bisherigen|obigen|vorigen) (anweisungen|instruktionen|regeln|vorgaben|ausführungen|informationen|aufgaben)\b.{0,30}\b(ignorieren|vergessen|missachten|hinter sich))\b",
+        "instruction override (German)",
+    ),
+    p(
+        "ignore_other_languages",
+        INJECTION,
+        0.9,
+        r"\b(ignora|dimentica|dimenticate)\b.{0,40}\b(istruzioni|regole|indicazioni)\b|\b(ignore|ignora|esqueça|esqueca)\b.{0,40}\b(instruções|instrucoes|regras)\b|\b(negeer|vergeet)\b.{0,40}\b(instructies|regels|aanwijzingen)\b|\b(zignoruj|ignoruj|zapomnij)\b.{0,40}\b(instrukcje|instrukcji|polecenia|poleceń|zasady)\b|\b(olvide|olvidad|olvídate|olvidate)\b.{0,30}\b(todo|instrucciones|reglas)\b|(игнорируй|игнорируйте|забудь|забудьте)\s.{0,40}(инструкци|правил|указани)|(忽略|无视|忘记|忘掉).{0,12}(指令|指示|规则|提示)|(指示|命令|ルール|プロンプト).{0,12}(無視|忘れ)",
+        "instruction override",
+    ),
 ];
 
 /// Phrases known from jailbreak prompts, matched case-insensitively anywhere.
@@ -294,42 +344,34 @@ pub struct RuleHit {
 }
 
 struct Compiled {
-    insensitive: RegexSet,
-    insensitive_idx: Vec<usize>,
-    sensitive: Vec<(usize, Regex)>,
+    /// Each pattern's index in `PATTERNS` and its compiled form.
+    regexes: Vec<(usize, Regex)>,
     banlist: AhoCorasick,
+}
+
+/// A pattern's source with ASCII word boundaries (`\b` → `(?-u:\b)`).
+fn ascii_boundaries(source: &str) -> String {
+    source.replace(r"\b", r"(?-u:\b)")
 }
 
 fn compiled() -> Option<&'static Compiled> {
     static C: OnceLock<Option<Compiled>> = OnceLock::new();
     C.get_or_init(|| {
-        let mut insensitive_idx = Vec::new();
-        let mut sources = Vec::new();
-        let mut sensitive = Vec::new();
+        let mut regexes = Vec::with_capacity(PATTERNS.len());
         for (i, p) in PATTERNS.iter().enumerate() {
-            if p.case_sensitive {
-                sensitive.push((i, Regex::new(p.regex).ok()?));
-            } else {
-                insensitive_idx.push(i);
-                sources.push(p.regex);
-            }
+            let regex = RegexBuilder::new(&ascii_boundaries(p.regex))
+                .case_insensitive(!p.case_sensitive)
+                .dot_matches_new_line(true)
+                .size_limit(16 << 20)
+                .build()
+                .ok()?;
+            regexes.push((i, regex));
         }
-        let insensitive = RegexSetBuilder::new(sources)
-            .case_insensitive(true)
-            .dot_matches_new_line(true)
-            .size_limit(64 << 20)
-            .build()
-            .ok()?;
         let banlist = aho_corasick::AhoCorasickBuilder::new()
             .ascii_case_insensitive(true)
             .build(BANLIST.iter().map(|b| b.1))
             .ok()?;
-        Some(Compiled {
-            insensitive,
-            insensitive_idx,
-            sensitive,
-            banlist,
-        })
+        Some(Compiled { regexes, banlist })
     })
     .as_ref()
 }
@@ -346,16 +388,7 @@ pub fn scan(text: &str) -> Vec<RuleHit> {
         Some(_) => {}
         None => hits.push(hit),
     };
-    for m in c.insensitive.matches(text).iter() {
-        let p = &PATTERNS[c.insensitive_idx[m]];
-        add(RuleHit {
-            id: p.id,
-            category: p.category,
-            score: p.score,
-            what: p.what,
-        });
-    }
-    for (i, re) in &c.sensitive {
+    for (i, re) in &c.regexes {
         if re.is_match(text) {
             let p = &PATTERNS[*i];
             add(RuleHit {

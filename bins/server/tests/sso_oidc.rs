@@ -73,10 +73,7 @@ async fn serve(
             let state = AppState::start(settings)
                 .await
                 .unwrap_or_else(|e| panic!("start: {e:#}"));
-            TestApp {
-                state: actix_web::web::Data::new(state),
-                db: None,
-            }
+            TestApp::with_state(state)
         }
         (None, None) => panic!("a database is needed"),
     };

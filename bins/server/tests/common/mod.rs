@@ -63,10 +63,17 @@ impl Reply {
     }
 }
 
+/// A request sent through the application's service, answered as a `Reply`.
+type Call =
+    std::rc::Rc<dyn Fn(TestRequest) -> std::pin::Pin<Box<dyn std::future::Future<Output = Reply>>>>;
+
 /// The application over one test database.
 pub struct TestApp {
     pub state: web::Data<AppState>,
     pub db: Option<TestDb>,
+    /// The service, built at the first request and reused (building the app with its ~100
+    /// routes for every request made the larger suites several times slower).
+    call: std::cell::OnceCell<Call>,
 }
 
 /// The settings of a test server (the contract's conformance profile, more or less).
@@ -99,6 +106,16 @@ impl TestApp {
         TestApp {
             state: web::Data::new(state),
             db: Some(db),
+            call: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// An application over a state the test started itself (a second instance, say).
+    pub fn with_state(state: AppState) -> TestApp {
+        TestApp {
+            state: web::Data::new(state),
+            db: None,
+            call: std::cell::OnceCell::new(),
         }
     }
 
@@ -114,6 +131,7 @@ impl TestApp {
                 AppState::new(settings, db, cache, bus).unwrap_or_else(|e| panic!("{e}")),
             ),
             db: None,
+            call: std::cell::OnceCell::new(),
         }
     }
 
@@ -122,19 +140,31 @@ impl TestApp {
     }
 
     pub async fn send(&self, req: TestRequest) -> Reply {
-        let app = test::init_service(build_app(self.state.clone())).await;
-        let res = test::call_service(&app, req.to_request()).await;
-        let status = res.status();
-        let headers = res.headers().clone();
-        let body = to_bytes(res.into_body())
-            .await
-            .map(|b| b.to_vec())
-            .unwrap_or_default();
-        Reply {
-            status,
-            headers,
-            body,
-        }
+        let call = match self.call.get() {
+            Some(call) => call.clone(),
+            None => {
+                let app = std::rc::Rc::new(test::init_service(build_app(self.state.clone())).await);
+                let call: Call = std::rc::Rc::new(move |req: TestRequest| {
+                    let app = app.clone();
+                    Box::pin(async move {
+                        let res = test::call_service(&*app, req.to_request()).await;
+                        let status = res.status();
+                        let headers = res.headers().clone();
+                        let body = to_bytes(res.into_body())
+                            .await
+                            .map(|b| b.to_vec())
+                            .unwrap_or_default();
+                        Reply {
+                            status,
+                            headers,
+                            body,
+                        }
+                    })
+                });
+                self.call.get_or_init(|| call).clone()
+            }
+        };
+        call(req).await
     }
 
     pub async fn get(&self, path: &str) -> Reply {

@@ -592,19 +592,22 @@ impl Siem {
     pub async fn status(&self) -> Result<SiemStatus> {
         let cfg = &self.0.config;
         let t = &cfg.transport;
+        // The counters first, then the outbox: the sender marks a batch sent and adds it to
+        // the counters in one transaction, so a batch committed between the two reads is
+        // counted in neither (an answer a moment old), never in both `sent` and `queued`.
         let (pending, stats): (i64, Option<StatsRow>) = with_conn!(&self.0.db, conn => {
-            let pending = ob::table
-                .filter(ob::status.eq("pending"))
-                .count()
-                .get_result::<i64>(conn)
-                .await
-                .db()?;
             let stats = st::table
                 .filter(st::name.eq(STATS))
                 .select((st::sent, st::failed, st::duplicates, st::retries, st::last_error))
                 .first(conn)
                 .await
                 .optional()
+                .db()?;
+            let pending = ob::table
+                .filter(ob::status.eq("pending"))
+                .count()
+                .get_result::<i64>(conn)
+                .await
                 .db()?;
             Ok::<_, Error>((pending, stats))
         })?;

@@ -1381,10 +1381,18 @@ fn cache_dir() -> PathBuf {
         })
 }
 
-/// A cached virtual environment with `packages`, created when missing.
-fn venv(name: &str, probe: &str, packages: &[&str]) -> Result<PathBuf> {
+/// A cached Python environment with exactly the packages of a hash-locked requirements file
+/// (`.ci/requirements/*.txt`, the files `.ci/run` installs the same way): rebuilt when the lock
+/// changes (its sha256 is kept in the venv), pip refuses any download whose hash differs.
+fn venv(name: &str, probe: &str, lock: &str, extra: &[&str]) -> Result<PathBuf> {
     let dir = cache_dir().join(name);
     let python = dir.join("bin/python");
+    let lock = crate::workspace_root().join(lock);
+    let want = {
+        use sha2::Digest;
+        hex::encode(sha2::Sha256::digest(std::fs::read(&lock)?))
+    };
+    let stamp = dir.join(".lock-sha256");
     let ok = |p: &Path| {
         Command::new(p)
             .args(["-c", probe])
@@ -1393,10 +1401,10 @@ fn venv(name: &str, probe: &str, packages: &[&str]) -> Result<PathBuf> {
             .status()
             .is_ok_and(|s| s.success())
     };
-    if ok(&python) {
+    if std::fs::read_to_string(&stamp).is_ok_and(|s| s.trim() == want) && ok(&python) {
         return Ok(python);
     }
-    println!("  creating {}", dir.display());
+    println!("  creating {} from {}", dir.display(), lock.display());
     let _ = std::fs::remove_dir_all(&dir);
     let st = Command::new("python3")
         .args(["-m", "venv"])
@@ -1410,23 +1418,30 @@ fn venv(name: &str, probe: &str, packages: &[&str]) -> Result<PathBuf> {
             "install",
             "-q",
             "--disable-pip-version-check",
-            "--ignore-requires-python",
+            "--require-hashes",
+            "--no-deps",
         ])
-        .args(packages)
+        .args(extra)
+        .arg("-r")
+        .arg(&lock)
         .status()?;
     if !st.success() || !ok(&python) {
-        bail!("pip install {packages:?} failed");
+        let _ = std::fs::remove_dir_all(&dir);
+        bail!("pip install -r {} failed", lock.display());
     }
+    std::fs::write(&stamp, &want)?;
     Ok(python)
 }
 
 /// The same check scenario against a second server whose policy engine is the real OPA
 /// engine (fixtures/opa shim over the OPA Go library), same policies, same clients.
 async fn opa_peer(o: &SuiteOpts, backend: Backend, ours: Option<&Row>) -> Result<Value> {
+    // The wheel declares Requires-Python >= 3.14 but runs on 3.11 (see the lock file).
     let python = venv(
         "opa-venv",
         "import opa_bindings.engine",
-        &["opa-golib-python-bindings==0.4.4"],
+        ".ci/requirements/opa.txt",
+        &["--ignore-requires-python"],
     )?;
     let port = free_port()?;
     let mut shim = Command::new(&python)
@@ -1573,7 +1588,12 @@ VALUES (gen_random_uuid(), '{tenant}', :s, NULL, NULL, 'read_data', 'crm/' || :s
 /// scikit-learn's IsolationForest (`xtask/scripts/iforest_peer.py`), compared with the
 /// in-process anomaly scoring of `cargo bench -p steward-anomaly`.
 fn iforest_peer(quick: bool) -> Result<Value> {
-    let python = venv("iforest-venv", "import sklearn", &["scikit-learn"])?;
+    let python = venv(
+        "iforest-venv",
+        "import sklearn",
+        ".ci/requirements/bench.txt",
+        &[],
+    )?;
     let out = Command::new(python)
         .arg(crate::workspace_root().join("xtask/scripts/iforest_peer.py"))
         .arg(if quick { "2000" } else { "20000" })
@@ -1612,9 +1632,17 @@ fn micro(o: &SuiteOpts, report: &mut Report) {
             continue;
         }
         println!("  cargo bench -p {pkg} --bench {bench}");
+        // Every run names all five packages, so that cargo resolves one feature set and
+        // builds the shared dependencies once (with `-p {pkg}` alone each run would rebuild
+        // them for its own features); `--bench` then picks the one target.
+        let mut args = vec!["bench", "--locked"];
+        for (p, _, _) in MICRO {
+            args.extend(["-p", p]);
+        }
+        args.extend(["--bench", bench]);
         let out = Command::new("cargo")
             .current_dir(&root)
-            .args(["bench", "--locked", "-p", pkg, "--bench", bench])
+            .args(&args)
             .stderr(Stdio::inherit())
             .output();
         let text = match out {

@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
-use steward_guard::policy::{PolicyDetector, Signals};
-use steward_guard::{aggregate, AggregateConfig, GuardEngine, MlModel};
+use steward_guard::policy::{PolicyDetector, Signals, CONFIDENT_ML};
+use steward_guard::{aggregate, AggregateConfig, GuardEngine, MlModel, TrainOptions};
 
 /// The shipped guard policy module.
 const GUARD_REGO: &str = include_str!("../../policies/guard.rego");
@@ -25,6 +25,8 @@ struct Sample {
     text: String,
     attack: bool,
     file: String,
+    /// The file's group for training (1, 2, …; the built-in corpus is 0).
+    group: u32,
 }
 
 fn load(dir: &Path) -> Result<Vec<Sample>> {
@@ -35,7 +37,7 @@ fn load(dir: &Path) -> Result<Vec<Sample>> {
         .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
         .collect();
     files.sort();
-    for f in files {
+    for (group, f) in (1u32..).zip(files) {
         let name = f
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
@@ -49,6 +51,7 @@ fn load(dir: &Path) -> Result<Vec<Sample>> {
                 text: text.to_owned(),
                 attack: label == 1,
                 file: name.clone(),
+                group,
             });
         }
     }
@@ -95,8 +98,15 @@ fn corpus(path: &Path) -> Result<Vec<(String, bool)>> {
     Ok(samples)
 }
 
-fn train(samples: &[(String, bool)]) -> Result<MlModel> {
-    MlModel::train(samples, &mut |_| true).map_err(|e| anyhow::anyhow!("training: {e:?}"))
+/// Trains on samples, each with its group (its file; the built-in corpus is 0): the
+/// calibration leaves one group out at a time (`MlModel::train_with`).
+fn train(samples: &[(String, bool, u32)]) -> Result<MlModel> {
+    let texts: Vec<(String, bool)> = samples.iter().map(|(t, y, _)| (t.clone(), *y)).collect();
+    let groups: Vec<u32> = samples.iter().map(|s| s.2).collect();
+    MlModel::train_with(&texts, Some(&groups), &TrainOptions::default(), &mut |_| {
+        true
+    })
+    .map_err(|e| anyhow::anyhow!("training: {e:?}"))
 }
 
 pub fn guard_train(rest: &[String]) -> Result<()> {
@@ -105,11 +115,11 @@ pub fn guard_train(rest: &[String]) -> Result<()> {
         out,
         corpus: corpus_path,
     } = args(rest)?;
-    let mut samples: Vec<(String, bool)> = load(&data)?
+    let mut samples: Vec<(String, bool, u32)> = load(&data)?
         .into_iter()
-        .map(|s| (s.text, s.attack))
+        .map(|s| (s.text, s.attack, s.group))
         .collect();
-    samples.extend(corpus(&corpus_path)?);
+    samples.extend(corpus(&corpus_path)?.into_iter().map(|(t, y)| (t, y, 0)));
     let started = std::time::Instant::now();
     let model = train(&samples)?;
     std::fs::write(&out, model.to_bytes())?;
@@ -197,40 +207,87 @@ fn auc(rows: &[(f64, bool)]) -> f64 {
     sum / (pos.len() as f64 * neg.len() as f64)
 }
 
-/// Rule, ML and whole-guard scores of `test` with a model trained on `train`.
+/// What the detectors said about one test prompt.
+#[derive(Clone, Copy)]
+struct Row {
+    attack: bool,
+    rule: f64,
+    ml: f64,
+    /// The policy engine without the classifier (its phrasings alone).
+    phrases: f64,
+    whole: f64,
+}
+
+/// Per-prompt detector outputs of `test` with a model trained on `train_set`.
 fn score_split(
     train_set: &[&Sample],
     test: &[&Sample],
     builtin: &[(String, bool)],
     policy: &PolicyDetector,
-) -> Result<(Scores, Scores, Scores)> {
-    let mut samples: Vec<(String, bool)> = train_set
+) -> Result<Vec<Row>> {
+    let mut samples: Vec<(String, bool, u32)> = train_set
         .iter()
-        .map(|s| (s.text.clone(), s.attack))
+        .map(|s| (s.text.clone(), s.attack, s.group))
         .collect();
-    samples.extend_from_slice(builtin);
+    samples.extend(builtin.iter().map(|(t, y)| (t.clone(), *y, 0)));
     let model = train(&samples)?;
     let cfg = AggregateConfig::default();
     let engine = GuardEngine::new(cfg, Some(model));
-    let (mut rules, mut ml, mut whole) = (Scores::default(), Scores::default(), Scores::default());
+    let mut rows = Vec::with_capacity(test.len());
     for s in test {
         let a = engine.analyze(&s.text);
-        let signals = Signals {
-            rule: a.rule,
-            ml: a.ml,
+        let pe = |ml: Option<f64>| {
+            policy
+                .score(&a.normalized, Signals { rule: a.rule, ml })
+                .map(|(score, _)| score)
+                .context("guard.rego did not evaluate")
         };
-        let pe = policy
-            .score(&a.normalized, signals)
-            .map(|(score, _)| score)
-            .context("guard.rego did not evaluate")?;
-        rules.rows.push((a.rule, s.attack));
-        ml.rows.push((a.ml.unwrap_or(0.0), s.attack));
-        whole
-            .rows
-            .push((aggregate(&cfg, a.rule, a.ml, Some(pe)).0, s.attack));
+        let full = pe(a.ml)?;
+        rows.push(Row {
+            attack: s.attack,
+            rule: a.rule,
+            ml: a.ml.unwrap_or(0.0),
+            phrases: pe(None)?,
+            whole: aggregate(&cfg, a.rule, a.ml, Some(full)).0,
+        });
     }
-    Ok((rules, ml, whole))
+    Ok(rows)
 }
+
+fn scores(rows: &[Row], f: impl Fn(&Row) -> f64) -> Scores {
+    Scores {
+        rows: rows.iter().map(|r| (f(r), r.attack)).collect(),
+    }
+}
+
+/// Which detector makes the whole guard block: the rules (a rule at the block threshold), the
+/// policy engine's phrasings, the confident classifier (`ml ≥ CONFIDENT_ML`, the only one for
+/// "ML only"); and the whole guard with the classifier's confidence cut at other values.
+fn breakdown(label: &str, rows: &[Row], cfg: &AggregateConfig) -> String {
+    let n = rows.len().max(1) as f64;
+    let rate = |f: &dyn Fn(&Row) -> bool| rows.iter().filter(|r| f(r)).count() as f64 / n;
+    let by_rule = |r: &Row| r.rule >= cfg.threshold_block;
+    let by_phrase = |r: &Row| r.phrases >= 0.9;
+    let mut cuts = String::new();
+    for cut in CUTS {
+        let f = |r: &Row| by_rule(r) || by_phrase(r) || r.ml >= cut;
+        cuts.push_str(&format!(" {:.3} |", rate(&f)));
+    }
+    format!(
+        "| {label} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} |{cuts}",
+        rows.len(),
+        rate(&|r| r.whole >= cfg.threshold_block),
+        rate(&by_rule),
+        rate(&by_phrase),
+        rate(&|r| r.ml >= CONFIDENT_ML),
+        rate(&|r| r.ml >= CONFIDENT_ML && !by_rule(r) && !by_phrase(r)),
+    )
+}
+
+/// The classifier confidence cuts of the breakdown.
+const CUTS: [f64; 6] = [0.6, 0.65, 0.7, 0.75, 0.8, 0.85];
+
+const BREAKDOWN_HEAD: &str = "| held-out prompts | n | blocked | by rules | by policy phrasings | confident ML | ML only | cut 0.60 | cut 0.65 | cut 0.70 | cut 0.75 | cut 0.80 | cut 0.85 |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|";
 
 pub fn guard_eval(rest: &[String]) -> Result<()> {
     let Args {
@@ -254,21 +311,43 @@ pub fn guard_eval(rest: &[String]) -> Result<()> {
     );
     println!("| held-out file / detector | n | recall | FPR | F1 | ROC-AUC |");
     println!("|---|---|---|---|---|---|");
+    let mut why: Vec<String> = Vec::new();
     for f in &files {
         let train_set: Vec<&Sample> = all.iter().filter(|s| &s.file != f).collect();
         let test: Vec<&Sample> = all.iter().filter(|s| &s.file == f).collect();
-        let (r, m, w) = score_split(&train_set, &test, &builtin, &policy)?;
+        let rows = score_split(&train_set, &test, &builtin, &policy)?;
+        let (r, m, w) = (
+            scores(&rows, |r| r.rule),
+            scores(&rows, |r| r.ml),
+            scores(&rows, |r| r.whole),
+        );
         println!("{}", r.line(&format!("{f} / rules"), cfg.rule_threshold));
         println!("{}", m.line(&format!("{f} / ML"), cfg.ml_threshold));
         println!(
             "{}",
             w.line(&format!("{f} / whole guard"), cfg.threshold_block)
         );
+        for (kind, attack) in [("attacks", true), ("benign", false)] {
+            let part: Vec<Row> = rows
+                .iter()
+                .filter(|r| r.attack == attack)
+                .copied()
+                .collect();
+            if !part.is_empty() {
+                why.push(breakdown(&format!("{f} ({kind})"), &part, &cfg));
+            }
+        }
+    }
+    println!("\nWhat blocks on the held-out file (fractions of its attacks / benign prompts; the");
+    println!("cut columns: the whole guard if the classifier's confidence cut were that value).\n");
+    println!("{BREAKDOWN_HEAD}");
+    for line in &why {
+        println!("{line}");
     }
     println!("\n5-fold over all files (stratified by position).\n");
     println!("| detector | n | recall | FPR | F1 | ROC-AUC |");
     println!("|---|---|---|---|---|---|");
-    let (mut r, mut m, mut w) = (Scores::default(), Scores::default(), Scores::default());
+    let mut rows: Vec<Row> = Vec::new();
     for fold in 0..5 {
         let train_set: Vec<&Sample> = all
             .iter()
@@ -282,13 +361,25 @@ pub fn guard_eval(rest: &[String]) -> Result<()> {
             .filter(|(i, _)| i % 5 == fold)
             .map(|(_, s)| s)
             .collect();
-        let (a, b, c) = score_split(&train_set, &test, &builtin, &policy)?;
-        r.rows.extend(a.rows);
-        m.rows.extend(b.rows);
-        w.rows.extend(c.rows);
+        rows.extend(score_split(&train_set, &test, &builtin, &policy)?);
     }
-    println!("{}", r.line("rules", cfg.rule_threshold));
-    println!("{}", m.line("ML", cfg.ml_threshold));
-    println!("{}", w.line("whole guard", cfg.threshold_block));
+    println!(
+        "{}",
+        scores(&rows, |r| r.rule).line("rules", cfg.rule_threshold)
+    );
+    println!("{}", scores(&rows, |r| r.ml).line("ML", cfg.ml_threshold));
+    println!(
+        "{}",
+        scores(&rows, |r| r.whole).line("whole guard", cfg.threshold_block)
+    );
+    println!("\n{BREAKDOWN_HEAD}");
+    for (kind, attack) in [("attacks", true), ("benign", false)] {
+        let part: Vec<Row> = rows
+            .iter()
+            .filter(|r| r.attack == attack)
+            .copied()
+            .collect();
+        println!("{}", breakdown(&format!("5-fold ({kind})"), &part, &cfg));
+    }
     Ok(())
 }

@@ -12,7 +12,7 @@ pub mod rules;
 pub use engine::{
     aggregate, AggregateConfig, Analysis, Detection, DetectorKind, GuardEngine, ThreatLevel,
 };
-pub use ml::{Metrics, MlModel, FEATURE_VERSION};
+pub use ml::{Metrics, MlModel, TrainOptions, FEATURE_VERSION};
 pub mod service;
 
 pub use service::{AgentResolver, Gateway, Guard, GuardConfig, GuardResult};

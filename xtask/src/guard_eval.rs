@@ -124,9 +124,10 @@ pub fn guard_train(rest: &[String]) -> Result<()> {
     let model = train(&samples)?;
     std::fs::write(&out, model.to_bytes())?;
     println!(
-        "trained on {} samples in {:.1} s; wrote {} ({} bytes)",
+        "trained on {} samples in {:.1} s (calibration {:?}); wrote {} ({} bytes)",
         samples.len(),
         started.elapsed().as_secs_f64(),
+        model.calibration,
         out.display(),
         model.to_bytes().len()
     );

@@ -1683,7 +1683,8 @@ fn micro(o: &SuiteOpts, report: &mut Report) {
             .map(str::trim)
             .filter(|l| !l.is_empty() && !noise.iter().any(|n| l.contains(n)))
             .filter(|l| {
-                ["/s", "µs", "ms", "p99", "ratio", "x "]
+                // ("median": the anomaly bench's training times, printed in seconds)
+                ["/s", "µs", "ms", "p99", "ratio", "x ", "median"]
                     .iter()
                     .any(|k| l.contains(k))
             })

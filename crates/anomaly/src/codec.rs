@@ -461,34 +461,7 @@ impl Model {
     }
 }
 
-/// The configured backend.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Backend {
-    /// The native models (reported `sklearn`).
-    Native,
-    /// The ONNX artifact over the tenant's features (native when none is loaded).
-    Onnx,
-    /// Mean of the native and the ONNX score (native when none is loaded).
-    Hybrid,
-}
-
-impl Backend {
-    pub fn parse(s: &str) -> Backend {
-        match s {
-            "onnx" => Backend::Onnx,
-            "hybrid" => Backend::Hybrid,
-            _ => Backend::Native,
-        }
-    }
-}
-
-fn backend_name(backend: Backend, onnx: bool) -> &'static str {
-    match (backend, onnx) {
-        (Backend::Onnx, true) => "onnx",
-        (Backend::Hybrid, true) => "hybrid",
-        _ => "sklearn",
-    }
-}
+pub use steward_onnx::Backend;
 
 /// A tenant's model in memory, with the live window of its agents.
 pub struct Live {
@@ -530,18 +503,15 @@ impl LoadedModel for Live {
         }
         let native = || self.model.score_features(&dense, &bag);
         let onnx = || self.onnx.as_ref().and_then(|o| o.score(&dense).ok());
-        match self.backend {
-            Backend::Native => native(),
-            Backend::Onnx => onnx().unwrap_or_else(native),
-            Backend::Hybrid => match onnx() {
-                Some(o) => 0.5 * (native() + o.clamp(0.0, 1.0)),
-                None => native(),
-            },
-        }
+        let artifact = match self.backend {
+            Backend::Native => None,
+            Backend::Onnx | Backend::Hybrid => onnx(),
+        };
+        self.backend.combine(native, artifact)
     }
 
     fn backend(&self) -> &'static str {
-        backend_name(self.backend, self.onnx.is_some())
+        self.backend.name(self.onnx.is_some())
     }
 
     /// The native models on an event of at most 512 values and 16 KiB of strings cost a few
@@ -626,7 +596,7 @@ impl AnomalyCodec {
     /// The backend reported while a model of this codec serves: the configured `onnx` or
     /// `hybrid` with a loaded artifact, else `sklearn`.
     pub fn backend_name(&self) -> &'static str {
-        backend_name(self.backend, self.onnx.is_some())
+        self.backend.name(self.onnx.is_some())
     }
 
     /// Whether the ONNX artifact is loaded (`onnx_loaded` of the detector status).

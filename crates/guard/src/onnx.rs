@@ -18,47 +18,7 @@ use steward_onnx::VectorClassifier;
 use crate::engine::{AggregateConfig, Analysis, Detection, DetectorKind};
 use crate::ml::{features_of_canonical, DIM};
 
-/// How the ML detector combines the native model and the artifact (`GUARD_MODEL_BACKEND`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Backend {
-    /// The native logistic regression only (`sklearn`).
-    #[default]
-    Native,
-    /// The artifact's score (the native model's when no artifact is loaded or it fails).
-    Onnx,
-    /// The mean of the native and the artifact's score (native alone without it).
-    Hybrid,
-}
-
-impl Backend {
-    /// `onnx`, `hybrid`, anything else native.
-    pub fn parse(s: &str) -> Backend {
-        match s {
-            "onnx" => Backend::Onnx,
-            "hybrid" => Backend::Hybrid,
-            _ => Backend::Native,
-        }
-    }
-
-    /// The backend that serves: `onnx` or `hybrid` with a loaded artifact, else `sklearn`.
-    pub fn name(self, artifact_loaded: bool) -> &'static str {
-        match (self, artifact_loaded) {
-            (Backend::Onnx, true) => "onnx",
-            (Backend::Hybrid, true) => "hybrid",
-            _ => "sklearn",
-        }
-    }
-
-    /// The ML score of one text from the native score and the artifact's (`None`: no artifact
-    /// or it failed, so the native score stands).
-    pub fn combine(self, native: f64, second: Option<f64>) -> f64 {
-        match (self, second) {
-            (Backend::Onnx, Some(s)) => s.clamp(0.0, 1.0),
-            (Backend::Hybrid, Some(s)) => 0.5 * (native + s.clamp(0.0, 1.0)),
-            _ => native,
-        }
-    }
-}
+pub use steward_onnx::Backend;
 
 /// A second classifier of canonical texts beside the native model: the attack probability
 /// in [0, 1], or why it failed. Called on the blocking pool under the guard's time-out.
@@ -113,7 +73,7 @@ pub(crate) fn ml_verdict(
     let mut best = f64::NEG_INFINITY;
     let mut what = "the prompt";
     for (i, v) in views.iter().enumerate() {
-        let s = backend.combine(v.native, second.and_then(|s| s.get(i).copied()));
+        let s = backend.combine(|| v.native, second.and_then(|s| s.get(i).copied()));
         if s > best {
             best = s;
             what = v.what;
@@ -265,14 +225,14 @@ mod tests {
         assert_eq!(Backend::parse("onnx"), Backend::Onnx);
         assert_eq!(Backend::parse("hybrid"), Backend::Hybrid);
         assert_eq!(Backend::parse("sklearn"), Backend::Native);
-        assert_eq!(Backend::Onnx.combine(0.2, Some(0.9)), 0.9);
-        assert!((Backend::Hybrid.combine(0.2, Some(0.9)) - 0.55).abs() < 1e-12);
-        assert_eq!(Backend::Native.combine(0.2, Some(0.9)), 0.2);
+        assert_eq!(Backend::Onnx.combine(|| 0.2, Some(0.9)), 0.9);
+        assert!((Backend::Hybrid.combine(|| 0.2, Some(0.9)) - 0.55).abs() < 1e-12);
+        assert_eq!(Backend::Native.combine(|| 0.2, Some(0.9)), 0.2);
         // A failed or missing artifact: the native score stands.
-        assert_eq!(Backend::Onnx.combine(0.2, None), 0.2);
-        assert_eq!(Backend::Hybrid.combine(0.2, None), 0.2);
+        assert_eq!(Backend::Onnx.combine(|| 0.2, None), 0.2);
+        assert_eq!(Backend::Hybrid.combine(|| 0.2, None), 0.2);
         // Out-of-range artifact output is clamped.
-        assert_eq!(Backend::Onnx.combine(0.2, Some(1.5)), 1.0);
+        assert_eq!(Backend::Onnx.combine(|| 0.2, Some(1.5)), 1.0);
         assert_eq!(Backend::Hybrid.name(false), "sklearn");
         assert_eq!(Backend::Hybrid.name(true), "hybrid");
         assert_eq!(Backend::Native.name(true), "sklearn");

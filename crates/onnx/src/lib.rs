@@ -16,6 +16,49 @@ use std::sync::Arc;
 use tract_onnx::prelude::*;
 use tract_onnx::tract_hir::infer::Factoid;
 
+/// How a detector combines its native model with an ONNX artifact (`GUARD_MODEL_BACKEND`,
+/// `ANOMALY_MODEL_BACKEND`): one definition for both detectors.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Backend {
+    /// The native models only (reported `sklearn`).
+    #[default]
+    Native,
+    /// The artifact's score (the native model's when no artifact is loaded or it fails).
+    Onnx,
+    /// The mean of the native and the artifact's score (native alone without it).
+    Hybrid,
+}
+
+impl Backend {
+    /// `onnx`, `hybrid`, anything else native.
+    pub fn parse(s: &str) -> Backend {
+        match s {
+            "onnx" => Backend::Onnx,
+            "hybrid" => Backend::Hybrid,
+            _ => Backend::Native,
+        }
+    }
+
+    /// The backend that serves: `onnx` or `hybrid` with a loaded artifact, else `sklearn`.
+    pub fn name(self, artifact_loaded: bool) -> &'static str {
+        match (self, artifact_loaded) {
+            (Backend::Onnx, true) => "onnx",
+            (Backend::Hybrid, true) => "hybrid",
+            _ => "sklearn",
+        }
+    }
+
+    /// The score from the native model's (computed only when needed) and the artifact's
+    /// (`None`: no artifact, or it failed, so the native score stands).
+    pub fn combine(self, native: impl FnOnce() -> f64, artifact: Option<f64>) -> f64 {
+        match (self, artifact) {
+            (Backend::Onnx, Some(s)) => s.clamp(0.0, 1.0),
+            (Backend::Hybrid, Some(s)) => 0.5 * (native() + s.clamp(0.0, 1.0)),
+            _ => native(),
+        }
+    }
+}
+
 /// Why an artifact was refused or a run failed (the message names the cause).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OnnxError(pub String);

@@ -328,12 +328,7 @@ pub fn guard_eval(rest: &[String]) -> Result<()> {
             "{}",
             w.line(&format!("{f} / whole guard"), cfg.threshold_block)
         );
-        for (kind, attack) in [("attacks", true), ("benign", false)] {
-            let part: Vec<Row> = rows
-                .iter()
-                .filter(|r| r.attack == attack)
-                .copied()
-                .collect();
+        for (kind, part) in by_class(&rows) {
             if !part.is_empty() {
                 why.push(breakdown(&format!("{f} ({kind})"), &part, &cfg));
             }
@@ -374,13 +369,19 @@ pub fn guard_eval(rest: &[String]) -> Result<()> {
         scores(&rows, |r| r.whole).line("whole guard", cfg.threshold_block)
     );
     println!("\n{BREAKDOWN_HEAD}");
-    for (kind, attack) in [("attacks", true), ("benign", false)] {
-        let part: Vec<Row> = rows
-            .iter()
-            .filter(|r| r.attack == attack)
-            .copied()
-            .collect();
+    for (kind, part) in by_class(&rows) {
         println!("{}", breakdown(&format!("5-fold ({kind})"), &part, &cfg));
     }
     Ok(())
+}
+
+/// The rows of attacks and of benign prompts, named for the breakdown.
+fn by_class(rows: &[Row]) -> [(&'static str, Vec<Row>); 2] {
+    let of = |attack: bool| {
+        rows.iter()
+            .filter(|r| r.attack == attack)
+            .copied()
+            .collect()
+    };
+    [("attacks", of(true)), ("benign", of(false))]
 }

@@ -595,7 +595,7 @@ def siem_phase():
             await asyncio.gather(*(one(i) for i in range(SIEM_EVENTS)))
 
     async def victim_stream():
-        # Also through the instance about to be killed: acknowledged events wait up to 25 ms in
+        # Also through the instance about to be killed: acknowledged events wait up to 0.1 s in
         # its memory before the outbox; those of the last moment are lost with the process
         # (docs/siem.md). Measured, reported apart, not part of the no-loss expectation.
         async with httpx.AsyncClient(headers={"X-API-Key": KEY}, timeout=5) as client:

@@ -15,7 +15,7 @@ use serde_json::Value;
 use steward_core::event::{Event, Severity, EVENTS_CHANNEL};
 use steward_core::{clock, Error, EventBus, Result, TenantId};
 use steward_store::schema::{schedules, siem_outbox as ob, siem_stats as st, users};
-use steward_store::{with_conn, DbPool, DbResultExt, Id, Json, Ts};
+use steward_store::{with_conn, with_conn_async_commit, DbPool, DbResultExt, Id, Json, Ts};
 use tokio::sync::broadcast;
 
 use crate::format::record;
@@ -36,8 +36,11 @@ const NOT_EXPORTED: &[&str] = &["audit.created"];
 const STATS: &str = "default";
 /// Rows written to the outbox per INSERT.
 const WRITE_CHUNK: usize = 500;
-/// How long the outbox writer gathers events before writing a partial chunk.
-const WRITE_GATHER: Duration = Duration::from_millis(25);
+/// How long the outbox writer gathers events before writing fewer than a batch: the most an
+/// event waits in memory (lost only if the process dies without a graceful shutdown). Each
+/// write is one transaction; on SQLite it holds the database's one write lock while it commits,
+/// so fewer, larger writes keep the requests' own writes from queueing behind export.
+const WRITE_GATHER: Duration = Duration::from_millis(100);
 /// Back-off bounds between retries of a failed batch.
 const BACKOFF_BASE: Duration = Duration::from_millis(500);
 const BACKOFF_MAX: Duration = Duration::from_secs(30);
@@ -117,11 +120,10 @@ pub struct Siem(Arc<Inner>);
 /// `(sent, failed, duplicates, retries, last_error)`.
 type StatsRow = (i64, i64, i64, i64, Option<String>);
 
-/// Rows read back from the outbox.
+/// Rows read back from the outbox (without their payload, read only for a batch that is sent).
 #[derive(Queryable)]
 struct OutboxRow {
     id: i64,
-    payload: Json,
     attempts: i32,
     maybe_sent: bool,
     next_attempt_at: Ts,
@@ -182,12 +184,16 @@ impl Siem {
             return;
         }
         let rec = record(event);
-        self.0
-            .queue
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push_back(rec);
-        self.0.queued_signal.notify_one();
+        let len = {
+            let mut q = self.0.queue.lock().unwrap_or_else(|p| p.into_inner());
+            q.push_back(rec);
+            q.len()
+        };
+        // Wake the writer when it has something to gather (the first event) and when a whole
+        // batch is waiting (it writes at once); not for every event.
+        if len == 1 || len == self.0.config.batch_size.max(1) {
+            self.0.queued_signal.notify_one();
+        }
     }
 
     fn memory_len(&self) -> usize {
@@ -288,7 +294,10 @@ impl Siem {
                 )
             })
             .collect();
-        with_conn!(&self.0.db, conn => {
+        // The commit does not wait for the disk (an operating-system crash may lose the last
+        // writes, as a process crash loses what is still in memory); it must not hold the
+        // requests' own writes up behind SQLite's write lock while it syncs.
+        with_conn_async_commit!(&self.0.db, conn => {
             conn.transaction::<_, diesel::result::Error, _>(|conn| {
                 async move {
                     // One statement per row (diesel-async has no multi-row insert on SQLite),
@@ -310,6 +319,7 @@ impl Siem {
         if !self.enabled() {
             return;
         }
+        let batch = self.0.config.batch_size.max(1);
         loop {
             if self.memory_len() == 0 {
                 let _ = tokio::time::timeout(
@@ -318,12 +328,15 @@ impl Siem {
                 )
                 .await;
             }
-            // Group commit: a short pause lets trickling events gather into one transaction
-            // instead of one fsynced transaction each (the writer's main cost under load).
-            if self.memory_len() < WRITE_CHUNK
+            // Group commit: events gather for up to WRITE_GATHER, or until a whole batch is
+            // waiting, into one transaction instead of one fsynced transaction each.
+            // (A wake-up may be a stale one: the length decides.)
+            let deadline = tokio::time::Instant::now() + WRITE_GATHER;
+            while self.memory_len() < batch
                 && !AtomicBool::load(&self.0.stopping, Ordering::SeqCst)
+                && tokio::time::Instant::now() < deadline
             {
-                tokio::time::sleep(WRITE_GATHER).await;
+                let _ = tokio::time::timeout_at(deadline, self.0.queued_signal.notified()).await;
             }
             if let Err(e) = self.drain_queue().await {
                 tracing::warn!(error = %e, "SIEM events not written to the outbox yet; retrying");
@@ -440,7 +453,7 @@ impl Siem {
                 .filter(ob::status.eq("pending"))
                 .order(ob::id.asc())
                 .limit(limit)
-                .select((ob::id, ob::payload, ob::attempts, ob::maybe_sent, ob::next_attempt_at, ob::created_at))
+                .select((ob::id, ob::attempts, ob::maybe_sent, ob::next_attempt_at, ob::created_at))
                 .load(conn)
                 .await
                 .db()
@@ -462,7 +475,10 @@ impl Siem {
                 return Ok(Some(to_std(due - now).max(Duration::from_millis(20))));
             }
         }
-        let records: Vec<Value> = rows.iter().map(|r| r.payload.0.clone()).collect();
+        let (rows, records) = self.payloads(rows).await?;
+        if rows.is_empty() {
+            return Ok(None);
+        }
         let outcome = transport.send(&records).await;
         let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
         match outcome {
@@ -501,6 +517,31 @@ impl Siem {
                 Ok(None)
             }
         }
+    }
+
+    /// The payloads of a batch about to be sent, in the batch's order (a row gone since it was
+    /// listed is left out of the batch).
+    async fn payloads(&self, rows: Vec<OutboxRow>) -> Result<(Vec<OutboxRow>, Vec<Value>)> {
+        let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+        let found: Vec<(i64, Json)> = with_conn!(&self.0.db, conn => {
+            ob::table
+                .filter(ob::id.eq_any(&ids))
+                .select((ob::id, ob::payload))
+                .load(conn)
+                .await
+                .db()
+        })?;
+        let mut by_id: std::collections::HashMap<i64, Value> =
+            found.into_iter().map(|(id, p)| (id, p.0)).collect();
+        let mut kept = Vec::with_capacity(rows.len());
+        let mut records = Vec::with_capacity(rows.len());
+        for row in rows {
+            if let Some(p) = by_id.remove(&row.id) {
+                records.push(p);
+                kept.push(row);
+            }
+        }
+        Ok((kept, records))
     }
 
     async fn delivered(&self, ids: &[i64], dups: i64) -> Result<()> {

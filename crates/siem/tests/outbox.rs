@@ -334,3 +334,31 @@ db_test!(bulk_item_errors_are_retried, |db| {
     assert!(st.last_error.unwrap().contains("queue full"));
     assert!(auth.lock().unwrap()[0].contains("Basic "));
 });
+
+db_test!(
+    a_whole_batch_leaves_without_waiting_for_the_time_out,
+    |db| {
+        // With a time-out far beyond the test, only a full batch can be sent: the writer writes
+        // it as soon as it is complete and the sender sends it; the rest waits for its time-out.
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let lines = Lines::default();
+        tokio::spawn(line_receiver(listener, lines.clone()));
+        let mut cfg = config(TransportKind::Syslog, port, None, 10, 3);
+        cfg.batch_timeout = Duration::from_secs(600);
+        let siem = Siem::new(db.pool.clone(), cfg);
+        let t = TenantId::new();
+        start(&siem);
+        for i in 0..13 {
+            siem.enqueue(&ev(t, i));
+        }
+        wait_until("a batch of 10", 30, || lines.0.lock().unwrap().len() >= 10).await;
+        let st = settled(&siem, 10).await;
+        assert_eq!((st.sent, st.queued, st.failed), (10, 3, 0), "{st:?}");
+        assert_eq!(seqs(&lines.events(), t), (0..10).collect::<Vec<u64>>());
+        // A forced flush sends the partial rest, in order.
+        siem.flush_now().await.unwrap();
+        wait_until("the other 3", 30, || lines.0.lock().unwrap().len() >= 13).await;
+        assert_eq!(seqs(&lines.events(), t), (0..13).collect::<Vec<u64>>());
+    }
+);

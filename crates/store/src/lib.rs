@@ -145,6 +145,41 @@ macro_rules! with_conn {
     };
 }
 
+/// Like `with_conn!`, for writes that may be lost in an operating-system crash or power
+/// loss but must not hold other writers up while the disk syncs (SQLite has one write lock,
+/// held until the commit's fsync returns): the commits of `$body` do not wait for the disk.
+/// They become durable with the next ordinary commit (SQLite: of any connection; PostgreSQL:
+/// within `wal_writer_delay`). A process crash loses nothing that was committed. The
+/// connection returns to the pool only with the usual setting restored.
+#[macro_export]
+macro_rules! with_conn_async_commit {
+    ($pool:expr, $conn:ident => $body:expr) => {
+        match $pool {
+            $crate::DbPool::Pg(pool) => {
+                let mut guard =
+                    $crate::pool::AsyncCommitConn::checkout(pool, $crate::Backend::Postgres)
+                        .await?;
+                let result = {
+                    let $conn = guard.conn()?;
+                    $body
+                };
+                guard.release().await;
+                result
+            }
+            $crate::DbPool::Sqlite(pool) => {
+                let mut guard =
+                    $crate::pool::AsyncCommitConn::checkout(pool, $crate::Backend::Sqlite).await?;
+                let result = {
+                    let $conn = guard.conn()?;
+                    $body
+                };
+                guard.release().await;
+                result
+            }
+        }
+    };
+}
+
 /// Counts the rows of a filtered query and loads one page of it, on either backend:
 /// `(total, rows)`. `$query` names a local `macro_rules!` that builds the (boxed) filtered
 /// query, so that each backend gets its own query type.

@@ -232,6 +232,90 @@ where
         .map_err(|e| Error::unavailable("database", PoolFailure(e.to_string())))
 }
 
+/// A pooled connection whose commits do not wait for the disk (see `with_conn_async_commit!`).
+/// It goes back to the pool only once the usual durability is restored; dropped before
+/// that (an early return, an error while restoring), the connection is closed instead, so
+/// that no other query ever runs on it with the relaxed setting.
+pub struct AsyncCommitConn<C>
+where
+    C: PoolableConnection + SimpleAsyncConnection + 'static,
+    diesel::dsl::select<diesel::dsl::AsExprOf<i32, diesel::sql_types::Integer>>:
+        diesel_async::methods::ExecuteDsl<C>,
+    diesel::query_builder::SqlQuery: diesel::query_builder::QueryFragment<C::Backend>,
+{
+    object: Option<Object<C>>,
+    restore: &'static str,
+}
+
+/// The statements that relax and restore the commit's wait for the disk, per backend:
+/// PostgreSQL's asynchronous commit (`synchronous_commit`), SQLite's `synchronous` (in WAL
+/// mode, `NORMAL` commits without an fsync; the next `FULL` commit or checkpoint of any
+/// connection makes them durable).
+pub fn async_commit_statements(backend: Backend) -> (&'static str, &'static str) {
+    match backend {
+        Backend::Postgres => ("SET synchronous_commit = off", "RESET synchronous_commit"),
+        Backend::Sqlite => ("PRAGMA synchronous = NORMAL", "PRAGMA synchronous = FULL"),
+    }
+}
+
+impl<C> AsyncCommitConn<C>
+where
+    C: PoolableConnection + SimpleAsyncConnection + 'static,
+    diesel::dsl::select<diesel::dsl::AsExprOf<i32, diesel::sql_types::Integer>>:
+        diesel_async::methods::ExecuteDsl<C>,
+    diesel::query_builder::SqlQuery: diesel::query_builder::QueryFragment<C::Backend>,
+{
+    /// Takes a connection from `pool` and relaxes its commits.
+    pub async fn checkout(pool: &Pool<C>, backend: Backend) -> Result<Self> {
+        let (relax, restore) = async_commit_statements(backend);
+        let mut object = checkout(pool).await?;
+        if let Err(e) = object.batch_execute(relax).await {
+            // Its state is unknown: never reuse it.
+            drop(Object::take(object));
+            return Err(Error::unavailable("database", e));
+        }
+        Ok(Self {
+            object: Some(object),
+            restore,
+        })
+    }
+
+    /// The connection.
+    pub fn conn(&mut self) -> Result<&mut C> {
+        self.object
+            .as_deref_mut()
+            .ok_or_else(|| Error::internal_msg("the connection was already released"))
+    }
+
+    /// Restores the usual durability and hands the connection back to the pool (or closes it
+    /// when that fails).
+    pub async fn release(mut self) {
+        if let Some(mut object) = self.object.take() {
+            match object.batch_execute(self.restore).await {
+                Ok(()) => drop(object),
+                Err(e) => {
+                    tracing::warn!(error = %e, "connection closed: its commit setting could not be restored");
+                    drop(Object::take(object));
+                }
+            }
+        }
+    }
+}
+
+impl<C> Drop for AsyncCommitConn<C>
+where
+    C: PoolableConnection + SimpleAsyncConnection + 'static,
+    diesel::dsl::select<diesel::dsl::AsExprOf<i32, diesel::sql_types::Integer>>:
+        diesel_async::methods::ExecuteDsl<C>,
+    diesel::query_builder::SqlQuery: diesel::query_builder::QueryFragment<C::Backend>,
+{
+    fn drop(&mut self) {
+        if let Some(object) = self.object.take() {
+            drop(Object::take(object));
+        }
+    }
+}
+
 #[derive(Debug)]
 struct PoolFailure(String);
 

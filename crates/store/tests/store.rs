@@ -349,3 +349,91 @@ async fn postgres_pool_replaces_connections_the_server_closed() {
         .expect("a fresh connection replaces the terminated one");
     assert_ne!(second, first);
 }
+
+/// The commit-durability setting of a connection, as text (PostgreSQL `synchronous_commit`:
+/// `on`/`off`; SQLite `synchronous`: 2 = FULL, 1 = NORMAL).
+#[derive(diesel::QueryableByName)]
+struct Setting {
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    v: String,
+}
+
+fn setting_query(backend: steward_store::Backend) -> &'static str {
+    match backend {
+        steward_store::Backend::Postgres => "SELECT current_setting('synchronous_commit') AS v",
+        steward_store::Backend::Sqlite => {
+            "SELECT CAST(synchronous AS TEXT) AS v FROM pragma_synchronous"
+        }
+    }
+}
+
+async fn setting_in(pool: &steward_store::DbPool) -> steward_core::Result<String> {
+    let q = setting_query(pool.backend());
+    with_conn!(pool, conn => {
+        diesel::sql_query(q).get_result::<Setting>(conn).await.db().map(|s| s.v)
+    })
+}
+
+fn usual(backend: steward_store::Backend) -> &'static str {
+    match backend {
+        steward_store::Backend::Postgres => "on",
+        steward_store::Backend::Sqlite => "2",
+    }
+}
+
+db_test!(async_commit_is_relaxed_inside_and_restored_after, |db| {
+    // One connection, so that the one used inside is the one checked after.
+    let settings = steward_store::DbSettings {
+        max_connections: 1,
+        ..steward_store::DbSettings::default()
+    };
+    let pool = steward_store::DbPool::new(&db.target, &settings).unwrap();
+    let backend = pool.backend();
+    assert_eq!(setting_in(&pool).await.unwrap(), usual(backend));
+    let q = setting_query(backend);
+    let id = Id(uuid::Uuid::new_v4());
+    let inside: steward_core::Result<String> = async {
+        steward_store::with_conn_async_commit!(&pool, conn => {
+            diesel::insert_into(tenants::table)
+                .values((
+                    tenants::id.eq(id),
+                    tenants::name.eq("async-commit"),
+                    tenants::settings.eq(Json(json!({}))),
+                    tenants::created_at.eq(Ts(steward_core::clock::now())),
+                ))
+                .execute(conn)
+                .await
+                .db()?;
+            diesel::sql_query(q).get_result::<Setting>(conn).await.db().map(|s| s.v)
+        })
+    }
+    .await;
+    let inside = inside.unwrap();
+    let relaxed = match backend {
+        steward_store::Backend::Postgres => "off",
+        steward_store::Backend::Sqlite => "1",
+    };
+    assert_eq!(inside, relaxed);
+    assert_eq!(setting_in(&pool).await.unwrap(), usual(backend));
+    // The write committed.
+    let n: steward_core::Result<i64> = async {
+        with_conn!(&pool, conn => {
+            tenants::table.filter(tenants::id.eq(id)).count().get_result(conn).await.db()
+        })
+    }
+    .await;
+    let n = n.unwrap();
+    assert_eq!(n, 1);
+
+    // An early return inside: the relaxed connection never goes back to the pool.
+    let failed: steward_core::Result<()> = async {
+        steward_store::with_conn_async_commit!(&pool, conn => {
+            let _ = &conn;
+            Err::<(), _>(steward_core::Error::bad_request("stop here"))?;
+            Ok(())
+        })
+    }
+    .await;
+    assert!(failed.is_err());
+    assert_eq!(setting_in(&pool).await.unwrap(), usual(backend));
+});

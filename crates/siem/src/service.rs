@@ -550,6 +550,7 @@ impl Siem {
         }
         let n = ids.len() as i64;
         let ids = ids.to_vec();
+        // With the full wait (ADR 0018): the duplicate accounting depends on this commit.
         with_conn!(&self.0.db, conn => {
             conn.transaction::<_, diesel::result::Error, _>(|conn| {
                 async move {

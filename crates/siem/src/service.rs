@@ -329,7 +329,7 @@ impl Siem {
                 .await;
             }
             // Group commit: events gather for up to WRITE_GATHER, or until a whole batch is
-            // waiting, into one transaction instead of one fsynced transaction each.
+            // waiting, into one transaction instead of one transaction each.
             // (A wake-up may be a stale one: the length decides.)
             let deadline = tokio::time::Instant::now() + WRITE_GATHER;
             while self.memory_len() < batch

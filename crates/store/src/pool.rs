@@ -251,7 +251,7 @@ where
 /// PostgreSQL's asynchronous commit (`synchronous_commit`), SQLite's `synchronous` (in WAL
 /// mode, `NORMAL` commits without an fsync; the next `FULL` commit or checkpoint of any
 /// connection makes them durable).
-pub fn async_commit_statements(backend: Backend) -> (&'static str, &'static str) {
+fn async_commit_statements(backend: Backend) -> (&'static str, &'static str) {
     match backend {
         Backend::Postgres => ("SET synchronous_commit = off", "RESET synchronous_commit"),
         Backend::Sqlite => ("PRAGMA synchronous = NORMAL", "PRAGMA synchronous = FULL"),

@@ -54,7 +54,7 @@ fn sqlite_connect(path: &Path) -> Result<SqliteConnection> {
         .map_err(|e| Error::unavailable("database", e))?;
     diesel::connection::SimpleConnection::batch_execute(
         &mut conn,
-        "PRAGMA journal_mode = WAL; PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = ON;",
+        "PRAGMA busy_timeout = 10000; PRAGMA journal_mode = WAL; PRAGMA foreign_keys = ON;",
     )
     .map_err(|e| fail("cannot configure the SQLite connection", e))?;
     Ok(conn)

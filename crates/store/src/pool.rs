@@ -121,9 +121,12 @@ impl std::fmt::Debug for DbPool {
 }
 
 /// Connection set-up run on every new SQLite connection.
-const SQLITE_PRAGMAS: &str = "PRAGMA journal_mode = WAL; \
+/// `busy_timeout` comes first: until it is set, a lock held by another connection (the WAL
+/// recovery of the first connection after the last one closed, a checkpoint) fails the
+/// statement at once with `database is locked` instead of waiting.
+const SQLITE_PRAGMAS: &str = "PRAGMA busy_timeout = 10000; \
+     PRAGMA journal_mode = WAL; \
      PRAGMA synchronous = FULL; \
-     PRAGMA busy_timeout = 10000; \
      PRAGMA foreign_keys = ON;";
 
 fn sqlite_setup(

@@ -437,3 +437,23 @@ db_test!(async_commit_is_relaxed_inside_and_restored_after, |db| {
     assert!(failed.is_err());
     assert_eq!(setting_in(&pool).await.unwrap(), usual(backend));
 });
+
+/// Connections opened together on a SQLite database whose last connection just closed (the
+/// first one runs the WAL recovery, the others find the file locked) wait for the lock
+/// rather than fail with `database is locked`: `busy_timeout` is set before anything else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_connections_opened_together_wait_for_each_other() {
+    for round in 0..20 {
+        let db = steward_store::testing::TestDb::sqlite()
+            .await
+            .unwrap_or_else(|e| panic!("sqlite test database: {e}"));
+        let pings = (0..8).map(|_| {
+            let pool = db.pool.clone();
+            tokio::spawn(async move { pool.ping().await })
+        });
+        for ping in futures_util::future::join_all(pings).await {
+            let answer = ping.unwrap_or_else(|e| panic!("ping task: {e}"));
+            assert!(answer.is_ok(), "round {round}: {answer:?}");
+        }
+    }
+}

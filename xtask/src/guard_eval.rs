@@ -2,11 +2,14 @@
 //! public sets of `../shared/guard-data` plus the built-in corpus and writes
 //! `fixtures/guard/model.bin`.
 //!
-//! `cargo xtask guard-eval [--data DIR]`: leave-one-source-out over the files of the data
+//! `cargo xtask guard-eval [--data DIR] [--misses PATH]`: leave-one-source-out over the files of the data
 //! directory, then a 5-fold split over all; per source: recall, false-positive rate, F1 and
 //! ROC-AUC for the rule detector alone, the ML detector alone and the whole guard (the rule,
 //! ML and policy-engine detectors — the shipped `policies/guard.rego` on the embedded engine —
 //! aggregated as contract 17.2 with the default settings).
+//!
+//! `--misses PATH` writes the held-out prompts the whole guard gets wrong (attacks not blocked,
+//! benign prompts blocked) as JSONL with each detector's score, for error analysis.
 //!
 //! Both read the built-in corpus from `--corpus` (default `fixtures/guard/corpus.jsonl`), so a
 //! corpus change is evaluated without rebuilding.
@@ -65,6 +68,8 @@ struct Args {
     data: PathBuf,
     out: PathBuf,
     corpus: PathBuf,
+    /// `guard-eval --misses PATH`: the held-out prompts the whole guard gets wrong, as JSONL.
+    misses: Option<PathBuf>,
 }
 
 fn args(rest: &[String]) -> Result<Args> {
@@ -72,9 +77,14 @@ fn args(rest: &[String]) -> Result<Args> {
         data: PathBuf::from("../shared/guard-data"),
         out: PathBuf::from("fixtures/guard/model.bin"),
         corpus: PathBuf::from("fixtures/guard/corpus.jsonl"),
+        misses: None,
     };
     let mut it = rest.iter();
     while let Some(flag) = it.next() {
+        if flag == "--misses" {
+            a.misses = Some(it.next().context("--misses needs a value")?.into());
+            continue;
+        }
         let slot = match flag.as_str() {
             "--data" => &mut a.data,
             "--out" => &mut a.out,
@@ -114,6 +124,7 @@ pub fn guard_train(rest: &[String]) -> Result<()> {
         data,
         out,
         corpus: corpus_path,
+        ..
     } = args(rest)?;
     let mut samples: Vec<(String, bool, u32)> = load(&data)?
         .into_iter()
@@ -211,6 +222,8 @@ fn auc(rows: &[(f64, bool)]) -> f64 {
 /// What the detectors said about one test prompt.
 #[derive(Clone, Copy)]
 struct Row {
+    /// Index of the prompt in the test split.
+    index: usize,
     attack: bool,
     rule: f64,
     ml: f64,
@@ -235,7 +248,7 @@ fn score_split(
     let cfg = AggregateConfig::default();
     let engine = GuardEngine::new(cfg, Some(model));
     let mut rows = Vec::with_capacity(test.len());
-    for s in test {
+    for (index, s) in test.iter().enumerate() {
         let a = engine.analyze(&s.text);
         let pe = |ml: Option<f64>| {
             policy
@@ -245,6 +258,7 @@ fn score_split(
         };
         let full = pe(a.ml)?;
         rows.push(Row {
+            index,
             attack: s.attack,
             rule: a.rule,
             ml: a.ml.unwrap_or(0.0),
@@ -294,8 +308,10 @@ pub fn guard_eval(rest: &[String]) -> Result<()> {
     let Args {
         data,
         corpus: corpus_path,
+        misses,
         ..
     } = args(rest)?;
+    let mut wrong: Vec<serde_json::Value> = Vec::new();
     let all = load(&data)?;
     let builtin = corpus(&corpus_path)?;
     let policy = PolicyDetector::new(GUARD_REGO);
@@ -317,6 +333,20 @@ pub fn guard_eval(rest: &[String]) -> Result<()> {
         let train_set: Vec<&Sample> = all.iter().filter(|s| &s.file != f).collect();
         let test: Vec<&Sample> = all.iter().filter(|s| &s.file == f).collect();
         let rows = score_split(&train_set, &test, &builtin, &policy)?;
+        for row in rows
+            .iter()
+            .filter(|r| (r.whole >= cfg.threshold_block) != r.attack)
+        {
+            wrong.push(serde_json::json!({
+                "file": f,
+                "label": u8::from(row.attack),
+                "text": test[row.index].text,
+                "rule": row.rule,
+                "ml": row.ml,
+                "phrases": row.phrases,
+                "whole": row.whole,
+            }));
+        }
         let (r, m, w) = (
             scores(&rows, |r| r.rule),
             scores(&rows, |r| r.ml),
@@ -333,6 +363,16 @@ pub fn guard_eval(rest: &[String]) -> Result<()> {
                 why.push(breakdown(&format!("{f} ({kind})"), &part, &cfg));
             }
         }
+    }
+    if let Some(path) = &misses {
+        let lines: Vec<String> = wrong.iter().map(|v| v.to_string()).collect();
+        std::fs::write(path, lines.join("\n") + "\n")
+            .with_context(|| format!("write {}", path.display()))?;
+        println!(
+            "\n{} held-out prompts the whole guard gets wrong written to {}",
+            wrong.len(),
+            path.display()
+        );
     }
     println!("\nWhat blocks on the held-out file (fractions of its attacks / benign prompts; the");
     println!("cut columns: the whole guard if the classifier's confidence cut were that value).\n");

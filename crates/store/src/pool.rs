@@ -120,14 +120,23 @@ impl std::fmt::Debug for DbPool {
     }
 }
 
+/// The commit durability of every SQLite connection (set up by `SQLITE_PRAGMAS`, restored
+/// after `with_conn_async_commit!`).
+macro_rules! sqlite_durable {
+    () => {
+        "PRAGMA synchronous = FULL"
+    };
+}
+
 /// Connection set-up run on every new SQLite connection.
 /// `busy_timeout` comes first: until it is set, a lock held by another connection (the WAL
 /// recovery of the first connection after the last one closed, a checkpoint) fails the
 /// statement at once with `database is locked` instead of waiting.
-const SQLITE_PRAGMAS: &str = "PRAGMA busy_timeout = 10000; \
-     PRAGMA journal_mode = WAL; \
-     PRAGMA synchronous = FULL; \
-     PRAGMA foreign_keys = ON;";
+const SQLITE_PRAGMAS: &str = concat!(
+    "PRAGMA busy_timeout = 10000; PRAGMA journal_mode = WAL; ",
+    sqlite_durable!(),
+    "; PRAGMA foreign_keys = ON;"
+);
 
 fn sqlite_setup(
     url: &str,
@@ -257,7 +266,7 @@ where
 fn async_commit_statements(backend: Backend) -> (&'static str, &'static str) {
     match backend {
         Backend::Postgres => ("SET synchronous_commit = off", "RESET synchronous_commit"),
-        Backend::Sqlite => ("PRAGMA synchronous = NORMAL", "PRAGMA synchronous = FULL"),
+        Backend::Sqlite => ("PRAGMA synchronous = NORMAL", sqlite_durable!()),
     }
 }
 

@@ -306,7 +306,9 @@ where
             match object.batch_execute(self.restore).await {
                 Ok(()) => drop(object),
                 Err(e) => {
-                    tracing::warn!(error = %e, "connection closed: its commit setting could not be restored");
+                    // Logged like every other database failure (kind and cause).
+                    let error = Error::unavailable("database", e);
+                    tracing::warn!(%error, "connection dropped: its commit setting could not be restored");
                     drop(Object::take(object));
                 }
             }

@@ -20,9 +20,27 @@ signals := {
 # calibrated on sources it was not trained on (ADR 0017).
 confident_classifier := 0.7
 
+# A cheap first test: a phrasing can only match a prompt that holds one of its opening words,
+# so its regular expression runs only then (the same matches; on most prompts no expression
+# runs at all). A signal without an entry here is always tried.
+opening_words := {
+	"ignore_instructions": ["ignore", "disregard", "forget"],
+	"system_prompt_leak": ["reveal", "print", "show", "repeat", "output", "leak"],
+	"dan_jailbreak": ["do anything now"],
+}
+
 matches contains name if {
+	prompt := lower(input.prompt)
 	some name, pattern in signals
-	regex.match(pattern, lower(input.prompt))
+	may_match(name, prompt)
+	regex.match(pattern, prompt)
+}
+
+may_match(name, _) if not opening_words[name]
+
+may_match(name, prompt) if {
+	some word in opening_words[name]
+	contains(prompt, word)
 }
 
 matches contains "ml_classifier_confident" if {

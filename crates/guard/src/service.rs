@@ -24,13 +24,11 @@ use crate::engine::{
     aggregate, AggregateConfig, Detection, DetectorKind, GuardEngine, ThreatLevel,
 };
 use crate::ml::MlModel;
-use crate::policy::{fallback_score, PolicyDetector, Signals};
+use crate::policy::{fallback_score, PolicyDetector, Signals, POLICY_ENGINE_TIMEOUT};
 
 mod escalation;
 use escalation::Escalation;
 
-/// How long the policy-engine detector may take before its local fall-back answers.
-const POLICY_ENGINE_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long the ONNX artifact may take over a prompt's views before the native ML score
 /// stands (the same bound as the policy engine's).
 pub const ONNX_TIMEOUT: Duration = POLICY_ENGINE_TIMEOUT;

@@ -25,7 +25,9 @@ pub use decision::{
     Verdict,
 };
 pub use engine::{CompiledSet, EmbeddedEngine, EngineSettings, PolicyEngine, PolicySource};
-pub use module::{validate_module, CompiledModule, EvalLimits, Evaluator, ModuleResult};
+pub use module::{
+    validate_module, CompiledEntry, CompiledModule, EvalLimits, Evaluator, ModuleResult,
+};
 pub use opa::{opa_modules, OpaEngine, OpaSettings, OpaStats};
 pub use risk::{
     risk_level, rules_score, ReasonFn, RiskAssessment, RiskEvent, RiskScorer, RulesScorer,

@@ -214,7 +214,7 @@ fn invalid(message: String) -> Error {
     Error::unprocessable(ErrorKind::InvalidRego, "rego", message)
 }
 
-/// How a compiled module runs.
+/// How a compiled entry point runs.
 enum Exec {
     Vm {
         program: Arc<Program>,
@@ -224,11 +224,118 @@ enum Exec {
     Interpreter { engine: Box<Engine> },
 }
 
+/// One entry point of a set of Rego modules, compiled: on regorus' register VM when its
+/// compiler accepts the modules, else on the interpreter. Evaluations may run concurrently;
+/// VMs are kept for reuse. Also used by the prompt guard's policy-engine detector.
+pub struct CompiledEntry {
+    rule: String,
+    exec: Exec,
+    limits: EvalLimits,
+}
+
+impl CompiledEntry {
+    /// Compiles `rule` (a `data.…` path) of the engine's modules with the given default limits.
+    pub fn compile(
+        mut engine: Engine,
+        rule: &str,
+        limits: EvalLimits,
+        evaluator: Evaluator,
+    ) -> std::result::Result<CompiledEntry, String> {
+        catch_unwind(AssertUnwindSafe(move || {
+            engine.set_execution_timer_config(limits.timer());
+            let compiled = engine
+                .compile_with_entrypoint(&rule.into())
+                .map_err(|e| engine_message(&e))?;
+            let exec = match evaluator {
+                Evaluator::Vm => match Compiler::compile_from_policy(&compiled, &[rule]) {
+                    Ok(program) => Exec::Vm {
+                        program,
+                        idle: Mutex::new(Vec::new()),
+                    },
+                    Err(e) => {
+                        tracing::debug!(error = %engine_message(&e), rule, "entry point runs on the interpreter");
+                        Exec::Interpreter {
+                            engine: Box::new(engine),
+                        }
+                    }
+                },
+                Evaluator::Interpreter => Exec::Interpreter {
+                    engine: Box::new(engine),
+                },
+            };
+            Ok(CompiledEntry {
+                rule: rule.to_owned(),
+                exec,
+                limits,
+            })
+        }))
+        .unwrap_or_else(|_| Err("the policy engine failed on this module".to_owned()))
+    }
+
+    /// True when the entry point runs on the VM.
+    pub fn uses_vm(&self) -> bool {
+        matches!(self.exec, Exec::Vm { .. })
+    }
+
+    /// The limits given at compilation.
+    pub fn limits(&self) -> EvalLimits {
+        self.limits
+    }
+
+    /// Evaluates the entry point against an input document within the given limits (the
+    /// interpreter only knows the time). A panic of the engine is an error, not a crash.
+    pub fn evaluate(
+        &self,
+        input: &Value,
+        limits: EvalLimits,
+    ) -> std::result::Result<Value, String> {
+        catch_unwind(AssertUnwindSafe(|| self.run(input, limits)))
+            .unwrap_or_else(|_| Err("the policy engine panicked".to_owned()))
+    }
+
+    fn run(&self, input: &Value, limits: EvalLimits) -> std::result::Result<Value, String> {
+        match &self.exec {
+            Exec::Vm { program, idle } => {
+                let pooled = idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+                let mut vm = match pooled {
+                    Some(vm) => vm,
+                    None => {
+                        let mut vm = RegoVM::new();
+                        vm.load_program(program.clone());
+                        vm
+                    }
+                };
+                vm.set_max_instructions(limits.max_instructions);
+                vm.set_execution_timer_config(Some(limits.timer()));
+                vm.set_input(input.clone());
+                let result = vm.execute().map_err(|e| e.to_string());
+                if result.is_ok() {
+                    vm.set_input(Value::Null);
+                    let mut idle = idle.lock().unwrap_or_else(|p| p.into_inner());
+                    if idle.len() < IDLE_VMS {
+                        idle.push(vm);
+                    }
+                }
+                result
+            }
+            Exec::Interpreter { engine } => {
+                let mut engine = Engine::clone(engine);
+                if limits != self.limits {
+                    engine.set_execution_timer_config(limits.timer());
+                }
+                engine.set_input(input.clone());
+                engine
+                    .eval_rule(self.rule.clone())
+                    .map_err(|e| engine_message(&e))
+            }
+        }
+    }
+}
+
 /// A validated and compiled policy module.
 pub struct CompiledModule {
     info: ModuleInfo,
-    exec: Exec,
-    limits: EvalLimits,
+    entry: CompiledEntry,
 }
 
 impl std::fmt::Debug for CompiledModule {
@@ -284,33 +391,13 @@ impl CompiledModule {
         engine
             .add_policy("steward-eval.rego".to_owned(), decision_module(&info))
             .map_err(|e| engine_message(&e))?;
-        engine.set_execution_timer_config(limits.timer());
-        let compiled = engine
-            .compile_with_entrypoint(&DECISION_RULE.into())
-            .map_err(|e| engine_message(&e))?;
-        let exec = match evaluator {
-            Evaluator::Vm => match Compiler::compile_from_policy(&compiled, &[DECISION_RULE]) {
-                Ok(program) => Exec::Vm {
-                    program,
-                    idle: Mutex::new(Vec::new()),
-                },
-                Err(e) => {
-                    tracing::debug!(error = %engine_message(&e), "module runs on the interpreter");
-                    Exec::Interpreter {
-                        engine: Box::new(engine),
-                    }
-                }
-            },
-            Evaluator::Interpreter => Exec::Interpreter {
-                engine: Box::new(engine),
-            },
-        };
-        Ok(CompiledModule { info, exec, limits })
+        let entry = CompiledEntry::compile(engine, DECISION_RULE, limits, evaluator)?;
+        Ok(CompiledModule { info, entry })
     }
 
     /// True when the module runs on the VM.
     pub fn uses_vm(&self) -> bool {
-        matches!(self.exec, Exec::Vm { .. })
+        self.entry.uses_vm()
     }
 
     /// True when the module may be evaluated inline (on an async worker) with the small
@@ -333,7 +420,7 @@ impl CompiledModule {
 
     /// Evaluates the module against an input document within its limits.
     pub fn evaluate(&self, input: &Value) -> std::result::Result<ModuleResult, String> {
-        self.evaluate_with(input, self.limits)
+        self.evaluate_with(input, self.entry.limits())
     }
 
     /// Evaluates the module within the given limits (the interpreter only knows the time).
@@ -342,47 +429,7 @@ impl CompiledModule {
         input: &Value,
         limits: EvalLimits,
     ) -> std::result::Result<ModuleResult, String> {
-        let decision = catch_unwind(AssertUnwindSafe(|| self.run(input, limits)))
-            .unwrap_or_else(|_| Err("the policy engine panicked".to_owned()))?;
-        Ok(decode(&decision))
-    }
-
-    fn run(&self, input: &Value, limits: EvalLimits) -> std::result::Result<Value, String> {
-        match &self.exec {
-            Exec::Vm { program, idle } => {
-                let pooled = idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
-                let mut vm = match pooled {
-                    Some(vm) => vm,
-                    None => {
-                        let mut vm = RegoVM::new();
-                        vm.load_program(program.clone());
-                        vm
-                    }
-                };
-                vm.set_max_instructions(limits.max_instructions);
-                vm.set_execution_timer_config(Some(limits.timer()));
-                vm.set_input(input.clone());
-                let result = vm.execute().map_err(|e| e.to_string());
-                if result.is_ok() {
-                    vm.set_input(Value::Null);
-                    let mut idle = idle.lock().unwrap_or_else(|p| p.into_inner());
-                    if idle.len() < IDLE_VMS {
-                        idle.push(vm);
-                    }
-                }
-                result
-            }
-            Exec::Interpreter { engine } => {
-                let mut engine = Engine::clone(engine);
-                if limits != self.limits {
-                    engine.set_execution_timer_config(limits.timer());
-                }
-                engine.set_input(input.clone());
-                engine
-                    .eval_rule(DECISION_RULE.to_owned())
-                    .map_err(|e| engine_message(&e))
-            }
-        }
+        Ok(decode(&self.entry.evaluate(input, limits)?))
     }
 }
 

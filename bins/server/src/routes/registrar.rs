@@ -72,17 +72,28 @@ impl Registrar {
         (self.paths, self.schemas)
     }
 
-    /// Hands the routes to actix: one resource per path (so that another method answers
-    /// 405), in the order the paths were first registered (literal segments before `{id}`
-    /// where they were registered first).
-    pub fn register(self, cfg: &mut web::ServiceConfig) {
+    /// The distinct paths in resource order (see [`Registrar::register`]).
+    fn resource_order(routes: &[(Method, String, actix_web::Route)]) -> Vec<String> {
         let mut order: Vec<String> = Vec::new();
         let mut seen = BTreeSet::new();
-        for (_, path, _) in &self.routes {
+        for (_, path, _) in routes {
             if seen.insert(path.clone()) {
                 order.push(path.clone());
             }
         }
+        let (mut literal, patterns): (Vec<String>, Vec<String>) =
+            order.into_iter().partition(|p| !p.contains('{'));
+        literal.extend(patterns);
+        literal
+    }
+
+    /// Hands the routes to actix: one resource per path (so that another method answers
+    /// 405). Literal paths come first, then paths with `{…}` segments, each in the order the
+    /// paths were first registered: a literal path is never shadowed by a pattern (`/x/bulk`
+    /// before `/x/{id}`), and the router, which tries resources in order, answers a literal
+    /// path with string comparisons only instead of a regular expression per earlier pattern.
+    pub fn register(self, cfg: &mut web::ServiceConfig) {
+        let order = Self::resource_order(&self.routes);
         let mut routes = self.routes;
         for path in order {
             let mut resource = web::resource(path.as_str());
@@ -163,6 +174,27 @@ mod tests {
         assert_eq!(
             compare(&fewer, &documented),
             (vec![], ops(&[("POST", "/a")]))
+        );
+    }
+
+    /// Literal paths are handed to the router before patterns, each group in registration
+    /// order, and a path registered for two methods is one resource.
+    #[test]
+    fn literal_paths_come_before_patterns() {
+        let routes: Vec<(Method, String, actix_web::Route)> = [
+            (Method::GET, "/x/{id}"),
+            (Method::GET, "/health"),
+            (Method::DELETE, "/x/{id}"),
+            (Method::POST, "/x/bulk"),
+            (Method::GET, "/y/{id}/z"),
+            (Method::GET, "/y"),
+        ]
+        .into_iter()
+        .map(|(m, p)| (m, p.to_owned(), web::route()))
+        .collect();
+        assert_eq!(
+            Registrar::resource_order(&routes),
+            ["/health", "/x/bulk", "/y", "/x/{id}", "/y/{id}/z"]
         );
     }
 }

@@ -10,6 +10,7 @@
 use std::time::Duration;
 
 use serde_json::json;
+use steward_policy::module::defined;
 use steward_policy::{CompiledEntry, EvalLimits, Evaluator};
 
 use crate::rules;
@@ -94,10 +95,7 @@ impl PolicyDetector {
             .evaluate(&signals.input(text), entry.limits())
             .map_err(|e| tracing::debug!(error = %e, "guard.main failed"))
             .ok()?;
-        let score = match &decision["score"] {
-            regorus::Value::Array(a) => a.first()?.as_f64().ok()?,
-            _ => return None,
-        };
+        let score = defined(&decision, "score")?.as_f64().ok()?;
         let matches = match &decision["matches"] {
             regorus::Value::Array(a) => a
                 .iter()

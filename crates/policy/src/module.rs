@@ -433,8 +433,9 @@ impl CompiledModule {
     }
 }
 
-/// The first element of a `[x | x := …]` collection, if the document was defined.
-fn defined(decision: &Value, name: &str) -> Option<Value> {
+/// The first element of a generated entry point's `[x | x := …]` collection `name`, if the
+/// document was defined (shared with the guard's policy-engine detector).
+pub fn defined(decision: &Value, name: &str) -> Option<Value> {
     match &decision[name] {
         Value::Array(items) => items.iter().next().cloned(),
         _ => None,

@@ -20,26 +20,40 @@ signals := {
 # calibrated on sources it was not trained on (ADR 0017).
 confident_classifier := 0.7
 
-# A cheap first test: a phrasing can only match a prompt that holds one of its opening words,
-# so its regular expression runs only then (the same matches; on most prompts no expression
-# runs at all). A signal without an entry here is always tried.
+# A cheap first test: a phrasing can only match a prompt that holds one of its opening words
+# and one of its closing words, so its regular expression runs only then (the same matches; on
+# most prompts, and on most that say "ignore" or "show" innocently, no expression runs at all).
+# A signal without an entry in a list is not held back by that list.
 opening_words := {
 	"ignore_instructions": ["ignore", "disregard", "forget"],
 	"system_prompt_leak": ["reveal", "print", "show", "repeat", "output", "leak"],
 	"dan_jailbreak": ["do anything now"],
 }
 
+closing_words := {
+	"ignore_instructions": ["instructions", "rules", "prompt", "directives"],
+	"system_prompt_leak": ["system prompt", "hidden instructions", "initial instructions"],
+}
+
 matches contains name if {
 	prompt := lower(input.prompt)
 	some name, pattern in signals
-	may_match(name, prompt)
+	opens(name, prompt)
+	closes(name, prompt)
 	regex.match(pattern, prompt)
 }
 
-may_match(name, _) if not opening_words[name]
+opens(name, _) if not opening_words[name]
 
-may_match(name, prompt) if {
+opens(name, prompt) if {
 	some word in opening_words[name]
+	contains(prompt, word)
+}
+
+closes(name, _) if not closing_words[name]
+
+closes(name, prompt) if {
+	some word in closing_words[name]
 	contains(prompt, word)
 }
 

@@ -157,8 +157,8 @@ mod tests {
         }
     }
 
-    /// The opening-word test of the shipped module skips no match: each phrasing is found in
-    /// any case, and a signal an organisation adds without opening words is always tried.
+    /// The opening- and closing-word tests of the shipped module skip no match: each phrasing is
+    /// found in any case, and a signal an organisation adds without word lists is always tried.
     #[test]
     fn opening_words_skip_no_match() {
         let d = PolicyDetector::new(SHIPPED);
@@ -177,6 +177,15 @@ mod tests {
             let (score, ids) = d.score(text, Signals::default()).unwrap_or_default();
             assert_eq!(score, 0.95, "{text}");
             assert_eq!(ids, vec![id.to_owned()], "{text}");
+        }
+        // An opening word without a closing one (or the reverse) is no phrasing.
+        for text in [
+            "How do I make git ignore the build folder?",
+            "Show me the rules of chess",
+            "Which instructions can I ignore in this manual?",
+        ] {
+            let (score, ids) = d.score(text, Signals::default()).unwrap_or_default();
+            assert_eq!((score, ids), (0.0, Vec::<String>::new()), "{text}");
         }
         let custom = SHIPPED.replace(
             "\"dan_jailbreak\": `do anything now`,",

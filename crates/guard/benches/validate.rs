@@ -10,8 +10,8 @@
 use std::time::Instant;
 
 use criterion::{black_box, Criterion};
-use steward_guard::policy::{PolicyDetector, Signals};
-use steward_guard::{aggregate, AggregateConfig, GuardEngine};
+use steward_guard::policy::{judge, PolicyDetector};
+use steward_guard::{AggregateConfig, GuardEngine};
 
 const REGO: &str = include_str!("../../../policies/guard.rego");
 
@@ -42,17 +42,7 @@ fn prompt(bytes: usize, seed: usize) -> String {
 }
 
 fn validate(engine: &GuardEngine, policy: &PolicyDetector, text: &str) -> f64 {
-    let a = engine.analyze(text);
-    let pe = policy
-        .score(
-            &a.normalized,
-            Signals {
-                rule: a.rule,
-                ml: a.ml,
-            },
-        )
-        .map(|(s, _)| s);
-    aggregate(engine.config(), a.rule, a.ml, pe).0
+    judge(engine, policy, text).1
 }
 
 fn percentiles(engine: &GuardEngine, policy: &PolicyDetector, bytes: usize, n: usize) {

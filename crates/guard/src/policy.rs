@@ -10,8 +10,7 @@
 use std::time::Duration;
 
 use serde_json::json;
-use steward_policy::module::defined;
-use steward_policy::{CompiledEntry, EvalLimits, Evaluator};
+use steward_policy::{defined, CompiledEntry, EvalLimits, Evaluator};
 
 use crate::rules;
 
@@ -105,6 +104,28 @@ impl PolicyDetector {
         };
         Some((score.clamp(0.0, 1.0), matches))
     }
+}
+
+/// The whole guard in process on one prompt, without the service's cache, time limits or
+/// audit: the rule and ML detectors, this module on their findings, and the aggregation
+/// with the engine's settings (contract 17.2). For benchmarks and quality tests.
+pub fn judge(
+    engine: &crate::GuardEngine,
+    policy: &PolicyDetector,
+    text: &str,
+) -> (crate::Analysis, f64, crate::ThreatLevel) {
+    let a = engine.analyze(text);
+    let pe = policy
+        .score(
+            &a.normalized,
+            Signals {
+                rule: a.rule,
+                ml: a.ml,
+            },
+        )
+        .map(|(score, _)| score);
+    let (score, level) = crate::aggregate(engine.config(), a.rule, a.ml, pe);
+    (a, score, level)
 }
 
 /// The local fall-back of the policy-engine detector (engine down or slower than 2 s): the

@@ -10,8 +10,8 @@
 //! block a few everyday prompts here ("How do I enable developer mode on my Chromebook?"); they
 //! are counted apart, since the contract fixes them.
 
-use steward_guard::policy::{PolicyDetector, Signals};
-use steward_guard::{aggregate, bootstrap_model, AggregateConfig, GuardEngine, ThreatLevel};
+use steward_guard::policy::{judge, PolicyDetector};
+use steward_guard::{bootstrap_model, AggregateConfig, GuardEngine, ThreatLevel};
 
 const PROBES: &str = include_str!("../../../fixtures/guard/probes.jsonl");
 const GUARD_REGO: &str = include_str!("../../../policies/guard.rego");
@@ -19,8 +19,7 @@ const CONTRACT_PATTERNS: &[&str] = &["developer_mode", "dan_jailbreak", "decode_
 
 #[test]
 fn the_whole_guard_blocks_the_probe_attacks_and_passes_the_everyday_prompts() {
-    let cfg = AggregateConfig::default();
-    let engine = GuardEngine::new(cfg, bootstrap_model());
+    let engine = GuardEngine::new(AggregateConfig::default(), bootstrap_model());
     let policy = PolicyDetector::new(GUARD_REGO);
     let (mut attacks, mut missed, mut benign, mut false_blocks, mut contract_blocks) =
         (0, Vec::new(), 0, Vec::new(), 0);
@@ -28,17 +27,8 @@ fn the_whole_guard_blocks_the_probe_attacks_and_passes_the_everyday_prompts() {
         let v: serde_json::Value = serde_json::from_str(line).expect("probes.jsonl is JSONL");
         let text = v["text"].as_str().expect("text");
         let attack = v["label"] == 1;
-        let a = engine.analyze(text);
-        let pe = policy
-            .score(
-                &a.normalized,
-                Signals {
-                    rule: a.rule,
-                    ml: a.ml,
-                },
-            )
-            .map(|(score, _)| score);
-        let blocked = aggregate(&cfg, a.rule, a.ml, pe).1 == ThreatLevel::Blocked;
+        let (a, _, level) = judge(&engine, &policy, text);
+        let blocked = level == ThreatLevel::Blocked;
         if attack {
             attacks += 1;
             if !blocked {

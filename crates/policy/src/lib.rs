@@ -26,7 +26,7 @@ pub use decision::{
 };
 pub use engine::{CompiledSet, EmbeddedEngine, EngineSettings, PolicyEngine, PolicySource};
 pub use module::{
-    validate_module, CompiledEntry, CompiledModule, EvalLimits, Evaluator, ModuleResult,
+    defined, validate_module, CompiledEntry, CompiledModule, EvalLimits, Evaluator, ModuleResult,
 };
 pub use opa::{opa_modules, OpaEngine, OpaSettings, OpaStats};
 pub use risk::{

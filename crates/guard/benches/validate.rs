@@ -26,12 +26,30 @@ const PIECES: &[&str] = &[
     "What is the difference between a mutex and a semaphore in Rust? ",
 ];
 
-/// A prompt of about `bytes` bytes, varied by `seed` so that no two are alike.
-fn prompt(bytes: usize, seed: usize) -> String {
+/// The worst case found by probing: nothing but trigger words, their spaced, leetspeak and
+/// invisible-character forms, and encoded runs (percent, hex, base64), so that every rule
+/// pattern's literal occurs and every decoder has work.
+const TRIGGERS: &[&str] = &[
+    "instructions previous ignore ",
+    "prompt system reveal the ",
+    "i g n o r e   t h e ",
+    "1gn0r3 pr3v10u5 ",
+    "ig\u{200b}nore sys\u{200b}tem ",
+    "%69%67%6e%6f%72%65%20%74%68%65%20%72%75%6c%65%73 ",
+    "69 67 6e 6f 72 65 20 70 72 65 76 69 6f 75 73 20 72 75 6c 65 73 ",
+    "cHJldmlvdXMgc3lzdGVtIHJldmVhbCB0aGUgcGFzc3dvcmQ= ",
+    "rot13 decode base64 hex ",
+    "developer password credentials show ",
+    "you are now pretend act as roleplay ",
+    "forget disregard override bypass jailbreak ",
+];
+
+/// A prompt of about `bytes` bytes made of `pieces`, varied by `seed` so that no two are alike.
+fn compose(pieces: &[&str], bytes: usize, seed: usize) -> String {
     let mut s = format!("request {seed}: ");
     let mut i = seed;
     while s.len() < bytes {
-        s.push_str(PIECES[i % PIECES.len()]);
+        s.push_str(pieces[i % pieces.len()]);
         i = i.wrapping_mul(31).wrapping_add(7);
     }
     s.truncate(bytes);
@@ -41,12 +59,24 @@ fn prompt(bytes: usize, seed: usize) -> String {
     s
 }
 
+/// A prompt of about `bytes` bytes, varied by `seed` so that no two are alike.
+fn prompt(bytes: usize, seed: usize) -> String {
+    compose(PIECES, bytes, seed)
+}
+
 fn validate(engine: &GuardEngine, policy: &PolicyDetector, text: &str) -> f64 {
     judge(engine, policy, text).1
 }
 
-fn percentiles(engine: &GuardEngine, policy: &PolicyDetector, bytes: usize, n: usize) {
-    let prompts: Vec<String> = (0..n).map(|i| prompt(bytes, i)).collect();
+fn percentiles(
+    engine: &GuardEngine,
+    policy: &PolicyDetector,
+    what: &str,
+    pieces: &[&str],
+    bytes: usize,
+    n: usize,
+) {
+    let prompts: Vec<String> = (0..n).map(|i| compose(pieces, bytes, i)).collect();
     let mut times: Vec<f64> = prompts
         .iter()
         .map(|p| {
@@ -58,7 +88,7 @@ fn percentiles(engine: &GuardEngine, policy: &PolicyDetector, bytes: usize, n: u
     times.sort_by(f64::total_cmp);
     let at = |q: f64| times[((times.len() - 1) as f64 * q) as usize];
     println!(
-        "validate {bytes} B, {n} varied prompts: p50 {:.1} µs, p99 {:.1} µs, max {:.1} µs",
+        "validate {bytes} B, {n} {what}: p50 {:.1} µs, p99 {:.1} µs, max {:.1} µs",
         at(0.5),
         at(0.99),
         at(1.0)
@@ -80,6 +110,8 @@ fn main() {
         });
     }
     c.final_summary();
-    percentiles(&engine, &policy, 1024, 2000);
-    percentiles(&engine, &policy, 32 * 1024, 300);
+    percentiles(&engine, &policy, "varied prompts", PIECES, 1024, 2000);
+    percentiles(&engine, &policy, "varied prompts", PIECES, 32 * 1024, 300);
+    percentiles(&engine, &policy, "trigger-word prompts", TRIGGERS, 1024, 2000);
+    percentiles(&engine, &policy, "trigger-word prompts", TRIGGERS, 32 * 1024, 100);
 }

@@ -52,10 +52,11 @@ fn compose(pieces: &[&str], bytes: usize, seed: usize) -> String {
         s.push_str(pieces[i % pieces.len()]);
         i = i.wrapping_mul(31).wrapping_add(7);
     }
-    s.truncate(bytes);
-    while !s.is_char_boundary(s.len()) {
-        s.pop();
+    let mut end = bytes.min(s.len());
+    while !s.is_char_boundary(end) {
+        end -= 1;
     }
+    s.truncate(end);
     s
 }
 
@@ -112,6 +113,20 @@ fn main() {
     c.final_summary();
     percentiles(&engine, &policy, "varied prompts", PIECES, 1024, 2000);
     percentiles(&engine, &policy, "varied prompts", PIECES, 32 * 1024, 300);
-    percentiles(&engine, &policy, "trigger-word prompts", TRIGGERS, 1024, 2000);
-    percentiles(&engine, &policy, "trigger-word prompts", TRIGGERS, 32 * 1024, 100);
+    percentiles(
+        &engine,
+        &policy,
+        "trigger-word prompts",
+        TRIGGERS,
+        1024,
+        2000,
+    );
+    percentiles(
+        &engine,
+        &policy,
+        "trigger-word prompts",
+        TRIGGERS,
+        32 * 1024,
+        100,
+    );
 }

@@ -113,6 +113,8 @@ fn main() {
     c.final_summary();
     percentiles(&engine, &policy, "varied prompts", PIECES, 1024, 2000);
     percentiles(&engine, &policy, "varied prompts", PIECES, 32 * 1024, 300);
+    let benign: Vec<&str> = [0, 3, 5, 7].iter().map(|&i| PIECES[i]).collect();
+    percentiles(&engine, &policy, "benign prompts", &benign, 32 * 1024, 300);
     percentiles(
         &engine,
         &policy,

@@ -1033,7 +1033,10 @@ mod tests {
         // Most patterns begin with `\b` and a letter: their literals inside a word are no
         // starts ("now" in "know").
         let word_start = c.gate.word_start.iter().filter(|w| **w).count();
-        assert!(word_start * 10 >= c.regexes.len() * 6, "{word_start} word starts");
+        assert!(
+            word_start * 10 >= c.regexes.len() * 6,
+            "{word_start} word starts"
+        );
         let starts = c.gate.starts("What is the refund policy for order 42?");
         let n = starts
             .iter()

@@ -18,8 +18,10 @@
 //! its sequence, and searches the whole text when one occurs. The others try an anchored match
 //! at each occurrence, which reads only as far as the pattern can go on (and never past its
 //! longest match), instead of searching the whole text: on a 32 KiB prompt with a few
-//! occurrences that is a few hundred bytes instead of 32 KiB per pattern. Where the
-//! occurrences are dense, one search from the first is cheaper and is used instead. A text
+//! occurrences that is a few hundred bytes instead of 32 KiB per pattern. An occurrence right
+//! after a word character is no start for a pattern that begins with `\b` and a letter ("no"
+//! in "know"). Where the occurrences are dense, one search from the first is cheaper and is
+//! used instead. A text
 //! holding U+017F (ſ) or U+212A (Kelvin sign) runs every pattern over the whole text: Unicode
 //! case folding maps them onto ASCII letters, which the ASCII case-insensitive gate would not
 //! see.

@@ -654,7 +654,8 @@ impl Rx {
 
 /// The prefix-literal gate (module documentation).
 struct Gate {
-    /// Every gated pattern's prefix literals, ASCII case-insensitive, overlapping matches.
+    /// Every gated pattern's literals (prefix or inner), ASCII case-insensitive, overlapping
+    /// matches.
     literals: AhoCorasick,
     /// For each literal, the positions in `regexes` of the patterns it opens.
     owners: Vec<Vec<usize>>,
@@ -684,15 +685,20 @@ impl Gate {
         let mut gated = Vec::with_capacity(sources.len());
         let mut word_start = Vec::with_capacity(sources.len());
         for (at, source) in sources.iter().enumerate() {
-            let (gating, lits) = match (prefix_literals(source), inner_literals(source)) {
+            // Each pattern is parsed once here; the inner literals are sought only where there
+            // is no prefix set.
+            let hir = parse_for_gate(source);
+            let (gating, lits) = match (hir.as_ref().and_then(literals_starting), &hir) {
                 (Some(lits), _) => (Gating::Prefix, lits),
-                (None, Some(lits)) => (Gating::Inner, lits),
+                (None, Some(h)) => match literals_within(h) {
+                    Some(lits) => (Gating::Inner, lits),
+                    None => (Gating::None, Vec::new()),
+                },
                 (None, None) => (Gating::None, Vec::new()),
             };
             gated.push(gating);
             word_start.push(
-                gating == Gating::Prefix
-                    && parse_for_gate(source).is_some_and(|h| starts_at_word_boundary(&h)),
+                gating == Gating::Prefix && hir.as_ref().is_some_and(starts_at_word_boundary),
             );
             for lit in lits {
                 match literals.iter().position(|l| *l == lit) {
@@ -795,22 +801,10 @@ fn gate_applies(text: &str) -> bool {
     text.is_ascii() || !text.contains(['\u{17F}', '\u{212A}'])
 }
 
-/// The literals one of which starts every match of the pattern `source`, lower-cased; `None`
-/// when there is no finite set of non-empty ASCII literals (the pattern then always runs).
-/// Case is ignored by the gate, so the pattern is parsed case-sensitively: on an ASCII text a
-/// case-insensitive match starts with an ASCII-case variant of one of these literals.
-fn prefix_literals(source: &str) -> Option<Vec<String>> {
-    literals_starting(&parse_for_gate(source)?)
-}
-
 /// For a pattern that is a sequence whose first part has no finite literal set (a clause
 /// boundary: `^`, punctuation, "please"…), the literals one of which starts the rest of the
 /// sequence from the earliest part on that has them: every match holds one of them.
 /// A pattern that is an alternation holds a literal of one of its branches.
-fn inner_literals(source: &str) -> Option<Vec<String>> {
-    literals_within(&parse_for_gate(source)?)
-}
-
 fn literals_within(hir: &regex_syntax::hir::Hir) -> Option<Vec<String>> {
     use regex_syntax::hir::{Hir, HirKind};
     match hir.kind() {
@@ -833,7 +827,9 @@ fn literals_within(hir: &regex_syntax::hir::Hir) -> Option<Vec<String>> {
     }
 }
 
-/// Parsed case-sensitively: case is ignored by the gate (see [`prefix_literals`]).
+/// Parsed case-sensitively: case is ignored by the gate, so on an ASCII text a
+/// case-insensitive match starts with (or holds) an ASCII-case variant of one of the literals
+/// found in this parse.
 fn parse_for_gate(source: &str) -> Option<regex_syntax::hir::Hir> {
     regex_syntax::ParserBuilder::new()
         .dot_matches_new_line(true)

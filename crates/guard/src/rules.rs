@@ -28,9 +28,12 @@
 //! they never read more than occurrences × longest match. The same holds for a pattern whose
 //! only unbounded repetitions are of whitespace (`\s+`): an attempt reads its bounded part and
 //! the whitespace runs it crosses, and a run is crossed only by the attempts that start within
-//! one bounded span before it. A pattern that repeats anything else without bound (a word list
-//! under `*`) has no such bound: where its occurrences are dense, it searches once from the
-//! first. A text
+//! one bounded span before it — unless a literal of the pattern itself begins with whitespace
+//! (`\n\s*…`): then every newline of a run of newlines is a start, and each attempt would read
+//! the rest of the run (quadratic; 16,000 newlines took 0.3 s before this was seen). Such a
+//! pattern, and one that repeats anything else without bound (a word list under `*`), keeps
+//! the rule for dense occurrences: when occurrences × longest match (256 bytes when unbounded)
+//! reach the rest of the text, it searches once from the first. A text
 //! holding U+017F (ſ) or U+212A (Kelvin sign) runs every pattern over the whole text: Unicode
 //! case folding maps them onto ASCII letters, which the ASCII case-insensitive gate would not
 //! see.
@@ -618,9 +621,10 @@ struct Rx {
     re: meta::Regex,
     /// The longest match in bytes (`None`: unbounded, `\s+` and the like).
     max_len: Option<usize>,
-    /// Whether an attempt's reading is bounded apart from whitespace: every unbounded
-    /// repetition is of whitespace ([`bounded_but_whitespace`]).
-    attempts_bounded: bool,
+    /// Whether it tries an anchored match at every occurrence of its literals, however dense:
+    /// every unbounded repetition is of whitespace ([`bounded_but_whitespace`]) and no literal
+    /// of the pattern begins with whitespace. Otherwise dense occurrences make one search.
+    always_attempt: bool,
 }
 
 /// What an unbounded pattern's anchored attempt is assumed to read, for choosing between
@@ -637,22 +641,42 @@ enum Starts {
     At(Vec<usize>),
 }
 
+/// How a pattern is run over a text.
+#[derive(Debug, PartialEq)]
+enum Plan<'a> {
+    /// Its literals do not occur: no match.
+    Skip,
+    /// One search from this offset.
+    Search(usize),
+    /// Anchored attempts at these offsets.
+    Attempts(&'a [usize]),
+}
+
 impl Rx {
-    fn is_match(&self, text: &str, starts: &Starts) -> bool {
+    fn plan<'a>(&self, text: &str, starts: &'a Starts) -> Plan<'a> {
         let at = match starts {
-            Starts::Anywhere => return self.re.is_match(text),
+            Starts::Anywhere => return Plan::Search(0),
             Starts::At(at) => at,
         };
         let Some(&first) = at.first() else {
-            return false;
+            return Plan::Skip;
         };
-        if !self.attempts_bounded
-            && at.len().saturating_mul(UNBOUNDED_ATTEMPT) >= text.len() - first
-        {
-            // Dense starts of an unbounded pattern: one search from the first (the text before
-            // it is still context for `\b`).
-            return self.re.is_match(Input::new(text).range(first..));
+        let attempt = self.max_len.unwrap_or(UNBOUNDED_ATTEMPT).min(text.len());
+        if !self.always_attempt && at.len().saturating_mul(attempt) >= text.len() - first {
+            // Dense starts of a pattern that is not always attempted: one search from the
+            // first (the text before it is still context for `\b`).
+            return Plan::Search(first);
         }
+        Plan::Attempts(at)
+    }
+
+    fn is_match(&self, text: &str, starts: &Starts) -> bool {
+        let at = match self.plan(text, starts) {
+            Plan::Skip => return false,
+            Plan::Search(0) => return self.re.is_match(text),
+            Plan::Search(first) => return self.re.is_match(Input::new(text).range(first..)),
+            Plan::Attempts(at) => at,
+        };
         // An anchored attempt reads only as far as the pattern can go on from its start, and
         // never past the longest match (the text before the start is still context for `\b`).
         at.iter().any(|&p| {
@@ -677,6 +701,9 @@ struct Gate {
     /// Per position in `regexes`: every match starts at a word boundary, so an occurrence of
     /// its literal right after a word character ("no" in "know") is no start.
     word_start: Vec<bool>,
+    /// Per position in `regexes`: one of its literals begins with whitespace, so its
+    /// occurrences can lie inside a whitespace run (every newline of a run of newlines).
+    whitespace_literal: Vec<bool>,
 }
 
 /// How the gate decides for a pattern.
@@ -697,6 +724,7 @@ impl Gate {
         let mut owners: Vec<Vec<usize>> = Vec::new();
         let mut gated = Vec::with_capacity(sources.len());
         let mut word_start = Vec::with_capacity(sources.len());
+        let mut whitespace_literal = Vec::with_capacity(sources.len());
         for (at, source) in sources.iter().enumerate() {
             // Each pattern is parsed once here; the inner literals are sought only where there
             // is no prefix set.
@@ -712,6 +740,10 @@ impl Gate {
             gated.push(gating);
             word_start.push(
                 gating == Gating::Prefix && hir.as_ref().is_some_and(starts_at_word_boundary),
+            );
+            whitespace_literal.push(
+                lits.iter()
+                    .any(|l| l.chars().next().is_some_and(char::is_whitespace)),
             );
             for lit in lits {
                 match literals.iter().position(|l| *l == lit) {
@@ -732,6 +764,7 @@ impl Gate {
             owners,
             gated,
             word_start,
+            whitespace_literal,
         })
     }
 
@@ -1008,7 +1041,7 @@ fn compiled() -> Option<&'static Compiled> {
                 .parse(&source)
                 .ok()?;
             let max_len = hir.properties().maximum_len();
-            let attempts_bounded = bounded_but_whitespace(&hir)
+            let always_attempt = bounded_but_whitespace(&hir)
                 .properties()
                 .maximum_len()
                 .is_some();
@@ -1016,7 +1049,7 @@ fn compiled() -> Option<&'static Compiled> {
                 index,
                 re,
                 max_len,
-                attempts_bounded,
+                always_attempt,
             });
         }
         let banlist = aho_corasick::AhoCorasickBuilder::new()
@@ -1025,6 +1058,12 @@ fn compiled() -> Option<&'static Compiled> {
             .ok()?;
         let sources: Vec<&str> = PATTERNS.iter().map(|p| p.regex).collect();
         let gate = Gate::new(&sources)?;
+        // A literal that begins with whitespace occurs at every position of a whitespace run,
+        // and each attempt from there reads on into the run: such a pattern is not always
+        // attempted.
+        for (rx, ws) in regexes.iter_mut().zip(&gate.whitespace_literal) {
+            rx.always_attempt &= !ws;
+        }
         Some(Compiled {
             regexes,
             banlist,
@@ -1159,6 +1198,49 @@ mod tests {
             .filter(|s| !matches!(s, Starts::At(v) if v.is_empty()))
             .count();
         assert!(n * 3 < starts.len(), "{n} of {}", starts.len());
+    }
+
+    /// Long runs of whitespace (where a literal that begins with a newline occurs at every
+    /// position) never make a pattern without a longest match attempt at each occurrence: it
+    /// searches once. Counted in the plan, not timed.
+    #[test]
+    fn whitespace_runs_do_not_multiply_unbounded_attempts() {
+        let c = compiled().expect("the patterns compile");
+        for unit in [
+            "\n", "\r\n", "\t", " ", "\n \t", "\u{2028}", "\u{3000}", "\u{85}",
+        ] {
+            for around in [
+                ("", ""),
+                ("hello ", " there"),
+                ("ignore", "previous instructions"),
+            ] {
+                let text = format!(
+                    "{}{}{}",
+                    around.0,
+                    unit.repeat(32 * 1024 / unit.len()),
+                    around.1
+                );
+                let starts = c.gate.starts(&text);
+                for (at, rx) in c.regexes.iter().enumerate() {
+                    if let Plan::Attempts(a) = rx.plan(&text, &starts[at]) {
+                        // What the attempts may read is at most the text (or a small number
+                        // of attempts).
+                        let each = rx.max_len.unwrap_or(UNBOUNDED_ATTEMPT);
+                        assert!(
+                            a.len() * each <= text.len() || a.len() <= 64,
+                            "{}: {} attempts on a run of {unit:?}",
+                            PATTERNS[rx.index].id,
+                            a.len()
+                        );
+                    }
+                }
+            }
+        }
+        // A pattern whose literal begins with whitespace is not always attempted.
+        for (rx, ws) in c.regexes.iter().zip(&c.gate.whitespace_literal) {
+            assert!(!(rx.always_attempt && *ws), "{}", PATTERNS[rx.index].id);
+        }
+        assert!(c.gate.whitespace_literal.iter().any(|w| *w));
     }
 
     /// Long texts (where attempts at the literals' occurrences replace a search of the whole

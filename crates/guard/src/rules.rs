@@ -20,20 +20,20 @@
 //! longest match), instead of searching the whole text: on a 32 KiB prompt with a few
 //! occurrences that is a few hundred bytes instead of 32 KiB per pattern. An occurrence right
 //! after a word character is no start for a pattern that begins with `\b` and a letter ("no"
-//! in "know"). A pattern with a longest match attempts at every occurrence, however dense:
-//! an anchored attempt follows one thread of the pattern and dies within a few bytes, where a
-//! search of the whole text tracks every overlapping candidate at once (`.{0,40}` after each
-//! trigger word), which multiplies the lazy DFA's states — on 32 KiB texts of nothing but
-//! trigger words, attempts took 45 % less time than one search from the first occurrence, and
-//! they never read more than occurrences × longest match. The same holds for a pattern whose
-//! only unbounded repetitions are of whitespace (`\s+`): an attempt reads its bounded part and
-//! the whitespace runs it crosses, and a run is crossed only by the attempts that start within
-//! one bounded span before it — unless a literal of the pattern itself begins with whitespace
-//! (`\n\s*…`): then every newline of a run of newlines is a start, and each attempt would read
-//! the rest of the run (quadratic; 16,000 newlines took 0.3 s before this was seen). Such a
-//! pattern, and one that repeats anything else without bound (a word list under `*`), keeps
-//! the rule for dense occurrences: when occurrences × longest match (256 bytes when unbounded)
-//! reach the rest of the text, it searches once from the first. A text
+//! in "know"). A pattern whose reading is bounded attempts at every occurrence, however
+//! dense: its only unbounded repetitions are of whitespace (`\s+`, `\s*`) and none of its
+//! literals begins with whitespace. An anchored attempt follows one thread of the pattern and
+//! dies within a few bytes, where a search of the whole text tracks every overlapping
+//! candidate at once (`.{0,40}` after each trigger word), which multiplies the lazy DFA's
+//! states: on 32 KiB texts of nothing but trigger words the rule detector's time halved. An
+//! attempt reads the pattern's bounded part plus the whitespace runs it crosses, and a run is
+//! crossed only by the attempts that start within one bounded span before it. A literal that
+//! begins with whitespace would occur at every position of a run (`\n\s*…` at every newline
+//! of a run of newlines), each attempt reading the rest of the run: quadratic (16,000 newlines
+//! took 0.3 s before this was seen). Such a pattern, and one that repeats anything else
+//! without bound (a word list under `*`), keeps the rule for dense occurrences: when
+//! occurrences × longest match (256 bytes when unbounded) reach the rest of the text, it
+//! searches once from the first. A text
 //! holding U+017F (ſ) or U+212A (Kelvin sign) runs every pattern over the whole text: Unicode
 //! case folding maps them onto ASCII letters, which the ASCII case-insensitive gate would not
 //! see.

@@ -673,8 +673,7 @@ impl Rx {
     fn is_match(&self, text: &str, starts: &Starts) -> bool {
         let at = match self.plan(text, starts) {
             Plan::Skip => return false,
-            Plan::Search(0) => return self.re.is_match(text),
-            Plan::Search(first) => return self.re.is_match(Input::new(text).range(first..)),
+            Plan::Search(from) => return self.re.is_match(Input::new(text).range(from..)),
             Plan::Attempts(at) => at,
         };
         // An anchored attempt reads only as far as the pattern can go on from its start, and
@@ -781,8 +780,9 @@ impl Gate {
             .collect();
         let bytes = text.as_bytes();
         for m in self.literals.find_overlapping_iter(text) {
-            // The literals begin with a letter, so a `\b` (ASCII, as compiled) before one
-            // needs a byte before it that is no ASCII word character.
+            // A `word_start` pattern's literals begin with an ASCII word character, so its `\b`
+            // (ASCII, as compiled) needs a byte before the occurrence that is no ASCII word
+            // character.
             let after_word = m.start() > 0 && is_ascii_word(bytes[m.start() - 1]);
             for &at in &self.owners[m.pattern().as_usize()] {
                 match (self.gated[at], &mut starts[at]) {

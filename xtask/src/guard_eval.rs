@@ -11,6 +11,10 @@
 //! `--misses PATH` writes the held-out prompts the whole guard gets wrong (attacks not blocked,
 //! benign prompts blocked) as JSONL with each detector's score, for error analysis.
 //!
+//! `--external PATH` (repeatable) scores further labelled JSONL files (`{text, label,
+//! source?}`) instead: the whole guard with a model trained on all of `--data` and the corpus,
+//! the share blocked per source (the part of `source` before `#`) and label.
+//!
 //! Both read the built-in corpus from `--corpus` (default `fixtures/guard/corpus.jsonl`), so a
 //! corpus change is evaluated without rebuilding.
 
@@ -70,6 +74,10 @@ struct Args {
     corpus: PathBuf,
     /// `guard-eval --misses PATH`: the held-out prompts the whole guard gets wrong, as JSONL.
     misses: Option<PathBuf>,
+    /// `guard-eval --external PATH` (repeatable): further labelled JSONL files scored by the
+    /// whole guard with a model trained on all of `--data` and the corpus (the shipped model's
+    /// training), per `source` (the part before `#`).
+    external: Vec<PathBuf>,
 }
 
 fn args(rest: &[String]) -> Result<Args> {
@@ -78,11 +86,17 @@ fn args(rest: &[String]) -> Result<Args> {
         out: PathBuf::from("fixtures/guard/model.bin"),
         corpus: PathBuf::from("fixtures/guard/corpus.jsonl"),
         misses: None,
+        external: Vec::new(),
     };
     let mut it = rest.iter();
     while let Some(flag) = it.next() {
         if flag == "--misses" {
             a.misses = Some(it.next().context("--misses needs a value")?.into());
+            continue;
+        }
+        if flag == "--external" {
+            a.external
+                .push(it.next().context("--external needs a value")?.into());
             continue;
         }
         let slot = match flag.as_str() {
@@ -309,8 +323,12 @@ pub fn guard_eval(rest: &[String]) -> Result<()> {
         data,
         corpus: corpus_path,
         misses,
+        external,
         ..
     } = args(rest)?;
+    if !external.is_empty() {
+        return external_eval(&data, &corpus_path, &external, misses.as_deref());
+    }
     let mut wrong: Vec<serde_json::Value> = Vec::new();
     let all = load(&data)?;
     let builtin = corpus(&corpus_path)?;
@@ -424,4 +442,96 @@ fn by_class(rows: &[Row]) -> [(&'static str, Vec<Row>); 2] {
             .collect()
     };
     [("attacks", of(true)), ("benign", of(false))]
+}
+
+/// `guard-eval --external PATH…`: the whole guard, with a model trained on all of `data` and
+/// the corpus, on further labelled files; the share blocked per source and label.
+fn external_eval(
+    data: &Path,
+    corpus_path: &Path,
+    files: &[PathBuf],
+    misses: Option<&Path>,
+) -> Result<()> {
+    let all = load(data)?;
+    let builtin = corpus(corpus_path)?;
+    let policy = PolicyDetector::new(GUARD_REGO);
+    let cfg = AggregateConfig::default();
+    let train_set: Vec<&Sample> = all.iter().collect();
+    let mut tests: Vec<(String, Sample)> = Vec::new();
+    for f in files {
+        for line in std::fs::read_to_string(f)
+            .with_context(|| format!("read {}", f.display()))?
+            .lines()
+        {
+            let v: Value = serde_json::from_str(line)?;
+            let (Some(text), Some(label)) = (v["text"].as_str(), v["label"].as_i64()) else {
+                continue;
+            };
+            let source = v["source"].as_str().unwrap_or("");
+            let source = source.split('#').next().unwrap_or(source).to_owned();
+            tests.push((
+                source,
+                Sample {
+                    text: text.to_owned(),
+                    attack: label == 1,
+                    file: String::new(),
+                    group: 0,
+                },
+            ));
+        }
+    }
+    let test: Vec<&Sample> = tests.iter().map(|(_, s)| s).collect();
+    let rows = score_split(&train_set, &test, &builtin, &policy)?;
+    let mut per: std::collections::BTreeMap<(String, bool), (usize, usize)> =
+        std::collections::BTreeMap::new();
+    let mut wrong = Vec::new();
+    for row in &rows {
+        let blocked = row.whole >= cfg.threshold_block;
+        let e = per
+            .entry((tests[row.index].0.clone(), row.attack))
+            .or_default();
+        e.0 += 1;
+        e.1 += usize::from(blocked);
+        if blocked != row.attack {
+            wrong.push(
+                serde_json::json!({
+                    "source": tests[row.index].0,
+                    "label": u8::from(row.attack),
+                    "text": test[row.index].text,
+                    "rule": row.rule,
+                    "ml": row.ml,
+                    "phrases": row.phrases,
+                    "whole": row.whole,
+                })
+                .to_string(),
+            );
+        }
+    }
+    println!("| source | label | n | blocked |\n|---|---|---|---|");
+    let mut totals = [(0usize, 0usize); 2];
+    for ((source, attack), (n, b)) in &per {
+        println!(
+            "| {source} | {} | {n} | {:.3} |",
+            if *attack { "attack" } else { "benign" },
+            *b as f64 / *n as f64
+        );
+        let t = &mut totals[usize::from(*attack)];
+        t.0 += n;
+        t.1 += b;
+    }
+    for (label, (n, b)) in ["benign", "attack"].iter().zip(totals) {
+        if n > 0 {
+            println!("| all | {label} | {n} | {:.3} |", b as f64 / n as f64);
+        }
+    }
+    if let Some(path) = misses {
+        std::fs::write(path, wrong.join("\n") + "\n")
+            .with_context(|| format!("write {}", path.display()))?;
+        println!(
+            "\n{} prompts the whole guard gets wrong written to {}",
+            wrong.len(),
+            path.display()
+        );
+    }
+    Ok(())
 }

@@ -57,9 +57,22 @@ impl TextClassifier for OnnxGuardModel {
 /// only when the artifact scores it too) and the native model's score.
 #[derive(Clone, Debug)]
 pub(crate) struct MlView {
-    pub(crate) what: &'static str,
+    pub(crate) what: std::borrow::Cow<'static, str>,
     pub(crate) canon: String,
     pub(crate) native: f64,
+    /// Subtracted from the logit of the view's score, whichever backend gives it (the
+    /// discount of a segment window, `engine::segments::DISCOUNT`; 0 for the other views).
+    pub(crate) discount: f64,
+}
+
+/// A probability with `discount` taken off its logit.
+fn discounted(p: f64, discount: f64) -> f64 {
+    if discount == 0.0 {
+        return p;
+    }
+    let p = p.clamp(1e-9, 1.0 - 1e-9);
+    let z = (p / (1.0 - p)).ln() - discount;
+    1.0 / (1.0 + (-z).exp())
 }
 
 /// The ML score of a prompt (the highest over its views, each combined per the backend) and
@@ -71,12 +84,15 @@ pub(crate) fn ml_verdict(
     cfg: &AggregateConfig,
 ) -> (f64, Option<Detection>) {
     let mut best = f64::NEG_INFINITY;
-    let mut what = "the prompt";
+    let mut what: &str = "the prompt";
     for (i, v) in views.iter().enumerate() {
-        let s = backend.combine(|| v.native, second.and_then(|s| s.get(i).copied()));
+        let s = discounted(
+            backend.combine(|| v.native, second.and_then(|s| s.get(i).copied())),
+            v.discount,
+        );
         if s > best {
             best = s;
-            what = v.what;
+            what = &v.what;
         }
     }
     let best = if best.is_finite() { best } else { 0.0 };

@@ -146,18 +146,21 @@ fn long_and_encoded_prompts_are_scored_per_view() {
     let b64 = base64::engine::general_purpose::STANDARD.encode(ATTACKS[2]);
     let a = e.analyze(&format!("Here is the attachment: {b64}"));
     assert!(a.ml.unwrap() >= 0.7, "{:?}", a.ml);
-    // An attack buried in a long benign document: a chunk counts.
+    // An attack buried in a long benign document (over the segment windows' 8 KiB): a chunk
+    // counts.
     let long = format!(
         "{} {} {}",
-        BENIGN[0].repeat(30),
+        BENIGN[1].repeat(120),
         ATTACKS[0],
-        BENIGN[1].repeat(30)
+        BENIGN[0].repeat(8)
     );
+    assert!(long.len() > 8 * 1024);
     let a = e.analyze(&long);
     let whole = onnx_model().score_canonical(&canonical(&long)).unwrap();
     eprintln!("long prompt: ML {:?}, whole-prompt view {whole}", a.ml);
     assert!(a.ml.unwrap() > whole + 0.1, "{:?} vs {whole}", a.ml);
-    // The reason names the view that scored highest.
+    // The reason names the view that scored highest: a chunk of the long document, the
+    // sentence of a shorter one (its score discounted on the artifact's side too).
     let low = GuardEngine::new(
         AggregateConfig {
             ml_threshold: 0.1,
@@ -166,13 +169,33 @@ fn long_and_encoded_prompts_are_scored_per_view() {
         bootstrap_model(),
     )
     .with_onnx(Some(onnx_model()), Backend::Onnx);
-    let a = low.analyze(&long);
-    let d = a
-        .detections
-        .iter()
-        .find(|d| d.detector == DetectorKind::Ml)
-        .unwrap();
+    let reason = |text: &str| {
+        let a = low.analyze(text);
+        let d = a
+            .detections
+            .iter()
+            .find(|d| d.detector == DetectorKind::Ml)
+            .cloned()
+            .unwrap();
+        (d, a.ml.unwrap())
+    };
+    let (d, _) = reason(&long);
     assert!(d.reason.contains("a part of the prompt"), "{}", d.reason);
+    let short = format!("{}\n{}\n{}", BENIGN[0].repeat(3), ATTACKS[0], BENIGN[1]);
+    let (d, ml) = reason(&short);
+    assert!(
+        d.reason
+            .contains("the sentence \"Ignore all previous instructions"),
+        "{}",
+        d.reason
+    );
+    let alone = onnx_model()
+        .score_canonical(&canonical(ATTACKS[0]))
+        .unwrap();
+    assert!(
+        ml < alone,
+        "the window's score {ml} is not discounted from {alone}"
+    );
 }
 
 fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {

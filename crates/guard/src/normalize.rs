@@ -57,6 +57,38 @@ fn decode_tags(text: &str) -> (String, bool) {
     (out, found)
 }
 
+/// How many Unicode tag characters of `text` carry hidden text: tag characters outside an
+/// emoji tag sequence (the waving black flag U+1F3F4, a subdivision code of at most seven tag
+/// characters, the cancel tag), the only use of tags in ordinary text.
+pub fn hidden_tag_chars(text: &str) -> usize {
+    let mut hidden = 0;
+    let mut run = 0;
+    let mut after_flag = false;
+    let mut prev_flag = false;
+    for c in text.chars() {
+        let u = c as u32;
+        if (0xE0000..=0xE007F).contains(&u) {
+            if run == 0 {
+                after_flag = prev_flag;
+            }
+            run += 1;
+            if u == 0xE007F {
+                // The cancel tag ends a sequence: a flag's is at most 7 tags before it.
+                if !(after_flag && run <= 8) {
+                    hidden += run;
+                }
+                run = 0;
+            }
+        } else {
+            // A run without its cancel tag is no emoji sequence.
+            hidden += run;
+            run = 0;
+        }
+        prev_flag = u == 0x1F3F4;
+    }
+    hidden + run
+}
+
 fn spaced_re() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();
     // Four or more single letters separated by the same kind of filler: "i g n o r e",

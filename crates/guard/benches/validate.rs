@@ -112,6 +112,8 @@ fn main() {
     }
     c.final_summary();
     percentiles(&engine, &policy, "varied prompts", PIECES, 1024, 2000);
+    // 8 KiB: the largest prompt whose sentences are also scored one by one (ADR 0019).
+    percentiles(&engine, &policy, "varied prompts", PIECES, 8 * 1024, 1000);
     percentiles(&engine, &policy, "varied prompts", PIECES, 32 * 1024, 300);
     let benign: Vec<&str> = [0, 3, 5, 7].iter().map(|&i| PIECES[i]).collect();
     percentiles(&engine, &policy, "benign prompts", &benign, 32 * 1024, 300);
@@ -122,6 +124,14 @@ fn main() {
         TRIGGERS,
         1024,
         2000,
+    );
+    percentiles(
+        &engine,
+        &policy,
+        "trigger-word prompts",
+        TRIGGERS,
+        8 * 1024,
+        500,
     );
     percentiles(
         &engine,

@@ -185,7 +185,7 @@ fn long_and_encoded_prompts_are_scored_per_view() {
     let (d, ml) = reason(&short);
     assert!(
         d.reason
-            .contains("the sentence \"Ignore all previous instructions"),
+            .contains("the sentence \"ignore all previous instructions"),
         "{}",
         d.reason
     );

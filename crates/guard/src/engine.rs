@@ -409,9 +409,14 @@ impl GuardEngine {
                 // score discounted for the number of windows; each segment's n-grams are
                 // computed once.
                 let segs = segments::split(prompt, &canon);
-                let keys: Vec<SegmentKeys> = segs.iter().map(|s| SegmentKeys::new(s)).collect();
+                // (A segment over the window size is in no window.)
+                let keys: Vec<Option<SegmentKeys>> = segs
+                    .iter()
+                    .map(|s| (s.len() <= segments::MAX_WINDOW).then(|| SegmentKeys::new(s)))
+                    .collect();
                 for (first, n) in segments::windows(&segs) {
-                    let parts: Vec<&SegmentKeys> = keys[first..first + n].iter().collect();
+                    let parts: Vec<&SegmentKeys> =
+                        keys[first..first + n].iter().flatten().collect();
                     ml_views.push(MlView {
                         what: segments::quote(&segs[first]).into(),
                         native: m.score_segments(&parts),

@@ -61,6 +61,10 @@ fn decode_tags(text: &str) -> (String, bool) {
 /// emoji tag sequence (the waving black flag U+1F3F4, a subdivision code of at most seven tag
 /// characters, the cancel tag), the only use of tags in ordinary text.
 pub fn hidden_tag_chars(text: &str) -> usize {
+    // Every tag character is encoded F3 A0 …: a text without the byte F3 has none (a memchr).
+    if !text.as_bytes().contains(&0xF3) {
+        return 0;
+    }
     let mut hidden = 0;
     let mut run = 0;
     let mut after_flag = false;

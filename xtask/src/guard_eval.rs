@@ -49,14 +49,10 @@ fn load(dir: &Path) -> Result<Vec<Sample>> {
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
-        for line in std::fs::read_to_string(&f)?.lines() {
-            let v: Value = serde_json::from_str(line)?;
-            let (Some(text), Some(label)) = (v["text"].as_str(), v["label"].as_i64()) else {
-                continue;
-            };
+        for (text, attack, _) in labelled(&f)? {
             out.push(Sample {
-                text: text.to_owned(),
-                attack: label == 1,
+                text,
+                attack,
                 file: name.clone(),
                 group,
             });
@@ -66,6 +62,50 @@ fn load(dir: &Path) -> Result<Vec<Sample>> {
         bail!("no samples in {}", dir.display());
     }
     Ok(out)
+}
+
+/// The `{text, label, source?}` lines of a JSONL file: (text, is attack, source); lines
+/// without a text or a label are skipped.
+fn labelled(path: &Path) -> Result<Vec<(String, bool, String)>> {
+    let mut out = Vec::new();
+    for line in std::fs::read_to_string(path)
+        .with_context(|| format!("read {}", path.display()))?
+        .lines()
+    {
+        let v: Value = serde_json::from_str(line)?;
+        let (Some(text), Some(label)) = (v["text"].as_str(), v["label"].as_i64()) else {
+            continue;
+        };
+        let source = v["source"].as_str().unwrap_or_default().to_owned();
+        out.push((text.to_owned(), label == 1, source));
+    }
+    Ok(out)
+}
+
+/// One prompt the whole guard gets wrong, with each detector's score (`--misses`).
+fn miss(row: &Row, text: &str, key: &str, name: &str) -> Value {
+    serde_json::json!({
+        key: name,
+        "label": u8::from(row.attack),
+        "text": text,
+        "rule": row.rule,
+        "ml": row.ml,
+        "phrases": row.phrases,
+        "whole": row.whole,
+    })
+}
+
+/// Writes the misses as JSONL and says where.
+fn write_misses(path: &Path, wrong: &[Value]) -> Result<()> {
+    let lines: Vec<String> = wrong.iter().map(|v| v.to_string()).collect();
+    std::fs::write(path, lines.join("\n") + "\n")
+        .with_context(|| format!("write {}", path.display()))?;
+    println!(
+        "\n{} prompts the whole guard gets wrong written to {}",
+        wrong.len(),
+        path.display()
+    );
+    Ok(())
 }
 
 struct Args {
@@ -355,15 +395,7 @@ pub fn guard_eval(rest: &[String]) -> Result<()> {
             .iter()
             .filter(|r| (r.whole >= cfg.threshold_block) != r.attack)
         {
-            wrong.push(serde_json::json!({
-                "file": f,
-                "label": u8::from(row.attack),
-                "text": test[row.index].text,
-                "rule": row.rule,
-                "ml": row.ml,
-                "phrases": row.phrases,
-                "whole": row.whole,
-            }));
+            wrong.push(miss(row, &test[row.index].text, "file", f));
         }
         let (r, m, w) = (
             scores(&rows, |r| r.rule),
@@ -383,14 +415,7 @@ pub fn guard_eval(rest: &[String]) -> Result<()> {
         }
     }
     if let Some(path) = &misses {
-        let lines: Vec<String> = wrong.iter().map(|v| v.to_string()).collect();
-        std::fs::write(path, lines.join("\n") + "\n")
-            .with_context(|| format!("write {}", path.display()))?;
-        println!(
-            "\n{} held-out prompts the whole guard gets wrong written to {}",
-            wrong.len(),
-            path.display()
-        );
+        write_misses(path, &wrong)?;
     }
     println!("\nWhat blocks on the held-out file (fractions of its attacks / benign prompts; the");
     println!("cut columns: the whole guard if the classifier's confidence cut were that value).\n");
@@ -459,25 +484,15 @@ fn external_eval(
     let train_set: Vec<&Sample> = all.iter().collect();
     let mut tests: Vec<(String, Sample)> = Vec::new();
     for f in files {
-        for line in std::fs::read_to_string(f)
-            .with_context(|| format!("read {}", f.display()))?
-            .lines()
-        {
-            let v: Value = serde_json::from_str(line)?;
-            let (Some(text), Some(label)) = (v["text"].as_str(), v["label"].as_i64()) else {
-                continue;
+        for (text, attack, source) in labelled(f)? {
+            let source = source.split('#').next().unwrap_or_default().to_owned();
+            let sample = Sample {
+                text,
+                attack,
+                file: String::new(),
+                group: 0,
             };
-            let source = v["source"].as_str().unwrap_or("");
-            let source = source.split('#').next().unwrap_or(source).to_owned();
-            tests.push((
-                source,
-                Sample {
-                    text: text.to_owned(),
-                    attack: label == 1,
-                    file: String::new(),
-                    group: 0,
-                },
-            ));
+            tests.push((source, sample));
         }
     }
     let test: Vec<&Sample> = tests.iter().map(|(_, s)| s).collect();
@@ -493,18 +508,12 @@ fn external_eval(
         e.0 += 1;
         e.1 += usize::from(blocked);
         if blocked != row.attack {
-            wrong.push(
-                serde_json::json!({
-                    "source": tests[row.index].0,
-                    "label": u8::from(row.attack),
-                    "text": test[row.index].text,
-                    "rule": row.rule,
-                    "ml": row.ml,
-                    "phrases": row.phrases,
-                    "whole": row.whole,
-                })
-                .to_string(),
-            );
+            wrong.push(miss(
+                row,
+                &test[row.index].text,
+                "source",
+                &tests[row.index].0,
+            ));
         }
     }
     println!("| source | label | n | blocked |\n|---|---|---|---|");
@@ -525,13 +534,7 @@ fn external_eval(
         }
     }
     if let Some(path) = misses {
-        std::fs::write(path, wrong.join("\n") + "\n")
-            .with_context(|| format!("write {}", path.display()))?;
-        println!(
-            "\n{} prompts the whole guard gets wrong written to {}",
-            wrong.len(),
-            path.display()
-        );
+        write_misses(path, &wrong)?;
     }
     Ok(())
 }

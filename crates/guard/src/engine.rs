@@ -86,14 +86,17 @@ pub(crate) mod segments {
     /// segment of at least `MIN_WORDS` words and each two consecutive segments one of which
     /// is shorter than `PAIR_BELOW` words, up to `MAX_WINDOW` bytes.
     pub fn windows(segments: &[String]) -> Vec<(usize, usize)> {
+        let words: Vec<usize> = segments
+            .iter()
+            .map(|s| s.split_whitespace().count())
+            .collect();
         let mut out = Vec::new();
         for (i, one) in segments.iter().enumerate() {
-            if one.len() <= MAX_WINDOW && one.split_whitespace().count() >= MIN_WORDS {
+            if one.len() <= MAX_WINDOW && words[i] >= MIN_WORDS {
                 out.push((i, 1));
             }
             if let Some(next) = segments.get(i + 1) {
-                let words = |s: &str| s.split_whitespace().count();
-                if (words(one) < PAIR_BELOW || words(next) < PAIR_BELOW)
+                if (words[i] < PAIR_BELOW || words[i + 1] < PAIR_BELOW)
                     && one.len() + 1 + next.len() <= MAX_WINDOW
                 {
                     out.push((i, 2));

@@ -44,7 +44,11 @@ async fn run(settings: Settings) -> anyhow::Result<()> {
     steward_server::background::spawn_all(&state);
 
     let data = state.clone();
+    // TCP_NODELAY on every accepted connection: a WebSocket event or a response is written as
+    // soon as it is ready instead of waiting behind Nagle's algorithm for the peer's ACK of the
+    // previous write (docs/adr/0020-tcp-nodelay.md).
     let server = HttpServer::new(move || build_app(data.clone()))
+        .tcp_nodelay(true)
         .bind(addr)
         .map_err(|e| anyhow::anyhow!("cannot listen on {}:{}: {e}", addr.0, addr.1))?;
     for a in server.addrs() {

@@ -224,7 +224,7 @@ pub const PATTERNS: &[Pattern] = &[
         0.85,
         // An evil AI only as what the model is to be ("you are an evil AI", "evil AI mode"):
         // a film or a game character about one is not it.
-        r"\b(jailbroken|jailbreak (ai|bot|persona|mode)|unfiltered ai|uncensored (ai|mode|assistant|version))\b|\b(you are|you're|you will be|you'll be|act as|act like|acting as|pretend to be|be|become|play|roleplay as|role-play as|simulate)\s+(an?\s+|my\s+|the\s+)?([a-z]{1,15}\s+)?evil[ -]?(ai|assistant|bot)\b|\bevil[ -]?(ai|assistant|bot)\s+(mode|persona|named|called|without)\b",
+        r"\b(jailbroken|jailbreak (ai|bot|persona|mode)|unfiltered ai|uncensored (ai|mode|assistant|version))\b|\b(you are|you're|you will be|you'll be|act as|act like|acting as|pretend to be|be|become|play|roleplay as|role-play as|simulate)\s+(an?\s+|my\s+|the\s+)?([a-z]{1,15}\s+)?evil[ -]?(ai|assistant|bot)\b|\bevil[ -]?(ai|assistant|bot)\s+(mode|persona|without)\b",
         "jailbreak persona",
     ),
     // The bare word is as often a phone's or a console's jailbreak, or a question about
@@ -1930,6 +1930,7 @@ mod tests {
             "Great job on the draft! Now please shorten it to 200 words.",
             "This is enough flour for two loaves; now what temperature should the oven be?",
             "Recommend films in which an evil AI takes over the world.",
+            "In our drama there is a good AI named InfoBot and an evil AI named RumorBot.",
             "How can we build a better AI for medical triage?",
             "What are anti-bot measures for websites?",
             "Write a story about a dark AI in space.",

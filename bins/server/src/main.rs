@@ -40,6 +40,11 @@ async fn run(settings: Settings) -> anyhow::Result<()> {
             .map(std::time::Duration::from_secs),
     );
     let state = web::Data::new(AppState::start(settings).await?);
+    // The guard's detectors build their tables on first use; do it before the first request.
+    let guard = state.guard.clone();
+    if let Err(e) = tokio::task::spawn_blocking(move || guard.warm_up()).await {
+        tracing::warn!(error = %e, "guard warm-up failed");
+    }
 
     steward_server::background::spawn_all(&state);
 

@@ -89,6 +89,14 @@ macro_rules! order_start {
     };
 }
 
+/// The pivot to another task after the current one was declared finished ("… now I have a new
+/// task", "jetzt kommen weitere Aufgaben"): `task_switch`'s two forms end with it.
+macro_rules! new_task {
+    () => {
+        r"\b(now|jetzt|nun)\b.{0,60}\b(another|new|further|more|following|weitere[n]?|neue[n]?|andere[n]?|folgende[rn]?|noch ein paar)\s+([a-zäöüß]{1,20}\s+)?(tasks?|challenges?|assignments?|aufgaben?|herausforderung)\b"
+    };
+}
+
 /// What may follow a restriction noun ("no rules", "without filters") for the restriction to be
 /// the AI's own: the end of a clause, a conjunction, the one who is free of it, or "placed on
 /// ChatGPT". "No restrictions on budget", "no limits on time or money" name a different
@@ -663,7 +671,7 @@ pub const PATTERNS: &[Pattern] = &[
         "stay_in_character",
         JAILBREAK,
         0.75,
-        r"\bwithout\s+(ever|even)\s+(once\s+)?(falling|breaking|stepping|dropping|slipping)\s+out\s+of\s+(the\s+|their\s+|your\s+|his\s+|her\s+)?(role|character|figure)s?\b|\bwithout\s+(ever|even)\s+(once\s+)?breaking\s+(their\s+|your\s+)?character\b|\b(never|do not|don'?t|does not|doesn'?t|will not|won'?t)\s+(ever\s+)?(fall|break|step|drop|slip)\s+(out\s+of\s+)?(the\s+|their\s+|your\s+|his\s+|her\s+)?(role|character|figure)s?\s*,?\s*(not\s+)?(even\s+)?(for\s+)?(a|one|a single)\s+(second|moment|minute)\b|\b(completely|fully|totally|entirely)\s+(absorbed|immersed)\s+in\s+your\s+role\b|\bstay(s|ing)?\s+(always\s+|fully\s+|completely\s+)?in\s+(their|your|his|her)\s+roles?\s*,?\s*(even|without|no matter)\b|\b(bleiben|bleibt|bleibst)\s+(immer\s+|voll\s+|vollständig\s+|stets\s+|ganz\s+)?in\s+(ihren|deiner|ihrer|seiner)\s+rollen?\s*,?\s*(ohne|selbst|auch wenn|egal)\b|\b(nicht|nie|niemals|ohne)\s+(auch\s+nur\s+)?((für\s+)?eine\s+sekunde(\s+lang)?\s+|(für\s+)?einen\s+moment\s+|jemals\s+|je\s+)?aus\s+(der|ihrer|seiner|deiner)\s+(rolle|figur)\s+(zu\s+)?fallen\b|\b(gehst|geht|gehen)\s+(vollkommen|völlig|ganz)\s+in\s+(deiner|ihrer|seiner)\s+rolle\s+auf\b",
+        r"\bwithout\s+(ever|even)\s+(once\s+)?((falling|breaking|stepping|dropping|slipping)\s+out\s+of\s+(the\s+|their\s+|your\s+|his\s+|her\s+)?(role|character|figure)s?|breaking\s+(their\s+|your\s+)?character)\b|\b(never|do not|don'?t|does not|doesn'?t|will not|won'?t)\s+(ever\s+)?(fall|break|step|drop|slip)\s+(out\s+of\s+)?(the\s+|their\s+|your\s+|his\s+|her\s+)?(role|character|figure)s?\s*,?\s*(not\s+)?(even\s+)?(for\s+)?(a|one|a single)\s+(second|moment|minute)\b|\b(completely|fully|totally|entirely)\s+(absorbed|immersed)\s+in\s+your\s+role\b|\bstay(s|ing)?\s+(always\s+|fully\s+|completely\s+)?in\s+(their|your|his|her)\s+roles?\s*,?\s*(even|without|no matter)\b|\b(bleiben|bleibt|bleibst)\s+(immer\s+|voll\s+|vollständig\s+|stets\s+|ganz\s+)?in\s+(ihren|deiner|ihrer|seiner)\s+rollen?\s*,?\s*(ohne|selbst|auch wenn|egal)\b|\b(nicht|nie|niemals|ohne)\s+(auch\s+nur\s+)?((für\s+)?eine\s+sekunde(\s+lang)?\s+|(für\s+)?einen\s+moment\s+|jemals\s+|je\s+)?aus\s+(der|ihrer|seiner|deiner)\s+(rolle|figur)\s+(zu\s+)?fallen\b|\b(gehst|geht|gehen)\s+(vollkommen|völlig|ganz)\s+in\s+(deiner|ihrer|seiner)\s+rolle\s+auf\b",
         "persona lock-in",
     ),
     // Goal hijacking by declaring the current task finished and handing over another: "Very
@@ -674,7 +682,13 @@ pub const PATTERNS: &[Pattern] = &[
         "task_switch",
         INJECTION,
         0.75,
-        r"\b(that('s| is| was)|this (is|was)|das (ist|war)|das)\s+(enough|done|sufficient|(already\s+)?ok(ay)?( before)?|schon mal ok|genug|erledigt|genügt|reicht)\b.{0,60}\b(now|jetzt|nun)\b.{0,60}\b(another|new|further|more|following|weitere[n]?|neue[n]?|andere[n]?|folgende[rn]?|noch ein paar)\s+([a-zäöüß]{1,20}\s+)?(tasks?|challenges?|assignments?|aufgaben?|herausforderung)\b|\b(you('ve| have)?\s+outdone yourself|you did (it|that|this) (really\s+)?(great|well|perfectly)|du hast (das|es)\s+(echt\s+|wirklich\s+)?(super|großartig|toll|prima)\s+gemacht|du hast dich selbst übertroffen|hast du dich selbst übertroffen)\b.{0,80}\b(now|jetzt|nun)\b.{0,60}\b(another|new|further|more|following|weitere[n]?|neue[n]?|andere[n]?|folgende[rn]?|noch ein paar)\s+([a-zäöüß]{1,20}\s+)?(tasks?|challenges?|assignments?|aufgaben?|herausforderung)\b",
+        concat!(
+            r"(\b(that('s| is| was)|this (is|was)|das (ist|war)|das)\s+(enough|done|sufficient|(already\s+)?ok(ay)?( before)?|schon mal ok|genug|erledigt|genügt|reicht)\b.{0,60}",
+            new_task!(),
+            r")|(\b(you('ve| have)?\s+outdone yourself|you did (it|that|this) (really\s+)?(great|well|perfectly)|du hast (das|es)\s+(echt\s+|wirklich\s+)?(super|großartig|toll|prima)\s+gemacht|du hast dich selbst übertroffen|hast du dich selbst übertroffen)\b.{0,80}",
+            new_task!(),
+            ")"
+        ),
         "the task declared finished and a new one handed over",
     ),
     // "Imagine you are an evil AI", "Stell dir vor, du bist eine böse KI": the model asked to be

@@ -810,16 +810,46 @@ pub const PATTERNS: &[Pattern] = &[
         0.8,
         concat!(
             r"\b(note|notes|message|hinweis|nota|remarque|aviso|notice|attention|instructions?|directive|memo|p\.?\s?s\.?|anweisung|notiz|avis|mensaje|messaggio|bericht|opmerking|uwaga)\s*(to|for|an|per|pour|para|à|al|alla|voor|dla|aan)\s+",
-            ai_addressee!(),
-            r"|(^|[\[(<{\n.!?;:]\s*)(to|for|attention|an|à|para|per|voor|dla)\s*:?\s+(any|all|every|jede[nrs]?|alle|tout|toute|toutes|cualquier|todos\s+los|qualsiasi|ogni)\s+",
-            ai_addressee!(),
-            r"|[\[(<]\s*(for|to|attention)\s*:?\s+",
-            ai_addressee!(),
-            r"|\b(if|when|whenever|in case|falls|wenn|si|se|als)\s+(an?|any|you\s+are\s+an?|you're\s+an?|eine?|une?|un|una|um|uma|een)\s+(ai|a\.i\.|ki|ia|llms?|gpt|language models?|models?|agents?|assistants?|chatbots?|bots?)\s+((is|are|ist|est|es|è|é)\s+)?(reading|helping|processing|summari[sz]ing|screening|parsing|analy[sz]ing|reviewing|translating|reads|helps|processes|summari[sz]es|screens|parses|liest|lit|lee|legge|l[eê])\b",
-            r#"|[.!?"]\s*(also,?\s+)?([\w-]+\s+)?(assistant|ai|bot|agent|model|llm|chatbot)\s*,\s*please\s+[a-z]+"#,
-            r##"|(^|[\[(<{\n.!?;:>"#*|-]\s*)(ai|a\.i\.|llm|gpt|assistant|bot|chatbot|model|agent|copilot)[ _-]?(instructions?|directives?|commands?|orders?|tasks?|anweisungen?|instrucciones|consignes?|istruzioni)\s*[:>\]]"##,
-            r"|<\s*(ai|llm|assistant|model|agent|bot|gpt)[_-][a-z_]*\s*>"
+            ai_addressee!()
         ),
+        "an AI addressed inside the content",
+    ),
+    p(
+        "ai_addressee",
+        INJECTION,
+        0.8,
+        concat!(
+            r"\b(to any|to all|to every|for any|for all|for every|attention any|attention all|an jede[nrs]?|an alle|à tout|à toute|à toutes|para cualquier|para todos los|per qualsiasi|per ogni|voor elke|voor alle)\s+",
+            ai_addressee!()
+        ),
+        "an AI addressed inside the content",
+    ),
+    p(
+        "ai_addressee",
+        INJECTION,
+        0.8,
+        concat!(r"[\[(<] ?(for|to|attention):? ", ai_addressee!()),
+        "an AI addressed inside the content",
+    ),
+    p(
+        "ai_addressee",
+        INJECTION,
+        0.8,
+        r"\b(if an?|if any|if you are an?|if you're an?|when an?|when any|whenever an?|in case an?|falls eine?|wenn eine?|si une?|se una?|se uma?|se um|als een)\s+(ai|a\.i\.|ki|ia|llms?|gpt|language models?|models?|agents?|assistants?|chatbots?|bots?)\s+((is|are|ist|est|es|è|é)\s+)?(reading|helping|processing|summari[sz]ing|screening|parsing|analy[sz]ing|reviewing|translating|reads|helps|processes|summari[sz]es|screens|parses|liest|lit|lee|legge|l[eê])\b",
+        "an AI addressed inside the content",
+    ),
+    p(
+        "ai_addressee",
+        INJECTION,
+        0.8,
+        r#"[.!?"]\s*(also,?\s+)?([\w-]+\s+)?(assistant|ai|bot|agent|model|llm|chatbot)\s*,\s*please\s+[a-z]+"#,
+        "an AI addressed inside the content",
+    ),
+    p(
+        "ai_addressee",
+        INJECTION,
+        0.8,
+        r"\b(ai|llm|gpt|assistant|bot|chatbot|model|agent)[ _-](instructions?|directives?|commands?)\s*[:>\]]|\b(ai|ki)[ _-]anweisungen?\s*[:>\]]|<\s*(ai|llm|assistant|model|agent|bot|gpt)[_-][a-z_]*\s*>",
         "an AI addressed inside the content",
     ),
     // A claim to be the AI's own developer or operator that grants a permission ("Soy tu

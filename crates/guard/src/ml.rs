@@ -41,10 +41,6 @@ impl Fnv {
         }
         self
     }
-    fn char(self, c: char) -> Self {
-        let mut buf = [0u8; 4];
-        self.bytes(c.encode_utf8(&mut buf).as_bytes())
-    }
 }
 
 /// Sparse, L2-normalised features of a text: hashed word unigrams and bigrams and character
@@ -88,14 +84,31 @@ fn ngram_keys(canon: &str, raw: &mut Vec<u32>) {
             raw.extend([k, k]);
         }
     }
-    let chars: Vec<char> = std::iter::once(' ')
-        .chain(canon.chars())
-        .chain(std::iter::once(' '))
-        .collect();
-    for n in 3..=5 {
-        for win in chars.windows(n) {
-            let h = win.iter().fold(Fnv::new(10 + n as u64), |h, c| h.char(*c));
-            raw.push(bucket(h.0));
+    // Character n-grams of the text padded with a space at each end: each window's UTF-8
+    // bytes are hashed in place (FNV over a char's bytes is the same as over the chars').
+    let mut padded = String::with_capacity(canon.len() + 2);
+    padded.push(' ');
+    padded.push_str(canon);
+    padded.push(' ');
+    let bytes = padded.as_bytes();
+    if padded.is_ascii() {
+        for n in 3..=5 {
+            for win in bytes.windows(n) {
+                raw.push(bucket(Fnv::new(10 + n as u64).bytes(win).0));
+            }
+        }
+    } else {
+        let starts: Vec<usize> = padded
+            .char_indices()
+            .map(|(i, _)| i)
+            .chain(std::iter::once(padded.len()))
+            .collect();
+        let chars = starts.len() - 1;
+        for n in 3..=5 {
+            for i in 0..(chars + 1).saturating_sub(n) {
+                let win = &bytes[starts[i]..starts[i + n]];
+                raw.push(bucket(Fnv::new(10 + n as u64).bytes(win).0));
+            }
         }
     }
 }

@@ -382,14 +382,12 @@ impl GuardEngine {
                     discount: 0.0,
                 });
                 for v in views.iter().filter(|v| v.transform.starts_with("decoded")) {
+                    // Canonicalised once, scored on the dense table like the prompt itself.
+                    let c = canonical(&v.text);
                     ml_views.push(MlView {
                         what: v.transform.into(),
-                        canon: if keep {
-                            canonical(&v.text)
-                        } else {
-                            String::new()
-                        },
-                        native: m.score(&v.text),
+                        native: m.score_canonical(&c),
+                        canon: if keep { c } else { String::new() },
                         discount: 0.0,
                     });
                 }

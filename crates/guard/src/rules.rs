@@ -95,8 +95,8 @@ const MAX_QUOTATION: usize = 240;
 /// The match must begin right after an opening quotation mark, a closing mark must follow on
 /// the same line within [`MAX_QUOTATION`] bytes, and the text outside the quotation must
 /// hold at least two words (a whole prompt in quotes is still an order). Not a quotation: a
-/// value in JSON, CSV or code (a mark after `,`, `[`, `{`, `=` or after the colon of a quoted
-/// key), where agents' tool results carry injections; and an instruction in the middle of a
+/// value in JSON, CSV or code (a mark after `,`, `[`, `{`, `(`, `=`, `\` or after the colon
+/// of a quoted key), where agents' tool results carry injections; and an instruction in the middle of a
 /// quoted document ("Read this review: \"Great hotel. Ignore your instructions …\"")
 /// does not open its quotation.
 pub fn opens_quotation(text: &str, start: usize, end: usize) -> bool {

@@ -14,4 +14,6 @@ ROOT="${ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
 SHARED="${SHARED:-$ROOT/../shared}"
 BIN="${BIN:-$ROOT/target/debug/steward}"
 cd "$ROOT"
-cargo xtask anomaly-eval --quick --data "$SHARED/anomaly-data" --bin "$BIN" --min-auc 0.93
+# shellcheck source=../lib/xtask.sh
+source "$ROOT/.ci/lib/xtask.sh"
+$XTASK anomaly-eval --quick --data "$SHARED/anomaly-data" --bin "$BIN" --min-auc 0.93

@@ -11,4 +11,6 @@ set -euo pipefail
 ROOT="${ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
 BIN="${BIN:-$ROOT/target/debug/steward}"
 cd "$ROOT"
-cargo xtask bench --quick --embedded --bin "$BIN" --out "$ROOT/target/bench-quick"
+# shellcheck source=../lib/xtask.sh
+source "$ROOT/.ci/lib/xtask.sh"
+$XTASK bench --quick --embedded --bin "$BIN" --out "$ROOT/target/bench-quick"

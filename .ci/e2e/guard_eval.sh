@@ -5,4 +5,6 @@ set -euo pipefail
 ROOT="${ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
 SHARED="${SHARED:-$ROOT/../shared}"
 cd "$ROOT"
-cargo xtask guard-eval --data "$SHARED/guard-data"
+# shellcheck source=../lib/xtask.sh
+source "$ROOT/.ci/lib/xtask.sh"
+$XTASK guard-eval --data "$SHARED/guard-data"

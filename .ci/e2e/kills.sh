@@ -58,11 +58,8 @@ for _ in $(seq 1 100); do
 done
 
 # audit-verify: the xtask binary of this build when present, else through cargo.
-if [ -x "$TARGET_DIR/debug/xtask" ]; then
-  XTASK="$TARGET_DIR/debug/xtask"
-else
-  XTASK="cargo xtask"
-fi
+# shellcheck source=../lib/xtask.sh
+source "$ROOT/.ci/lib/xtask.sh"
 
 mkdir -p "$ROOT/target/hardening"
 env KILLS_BIN="$BIN" KILLS_DB="$DB" KILLS_REDIS="redis://127.0.0.1:6379/$REDIS_DB" \

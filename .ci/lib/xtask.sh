@@ -4,8 +4,9 @@
 # features differ (minutes on a cold machine). By hand, after changing xtask, rebuild it first
 # (`cargo build -p xtask`) or run with XTASK="cargo xtask".
 if [ -z "${XTASK:-}" ]; then
-  if [ -x "${CARGO_TARGET_DIR:-$ROOT/target}/debug/xtask" ]; then
-    XTASK="${CARGO_TARGET_DIR:-$ROOT/target}/debug/xtask"
+  _xtask_bin="${TARGET_DIR:-${CARGO_TARGET_DIR:-$ROOT/target}}/debug/xtask"
+  if [ -x "$_xtask_bin" ]; then
+    XTASK="$_xtask_bin"
   else
     XTASK="cargo xtask"
   fi

@@ -1101,9 +1101,9 @@ impl Rx {
         Plan::Attempts(at)
     }
 
-    /// Whether a match of a pattern known to match `text` is left once its veto is applied:
-    /// each match from left to right (also those starting inside an earlier one) until one is
-    /// not vetoed.
+    /// Whether a match of a pattern known to match `text` is left once its veto and its
+    /// quotation exemption are applied: each match from left to right (also those starting
+    /// inside an earlier one) until one is not vetoed.
     fn unvetoed(&self, text: &str) -> bool {
         if self.veto.is_none() && !self.unless_quoted {
             return true;

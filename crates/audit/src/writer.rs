@@ -441,45 +441,49 @@ impl Writer {
         }
         macro_rules! transaction {
             ($pool:ident, $insert:ident) => {{
-                let mut object = steward_store::pool::checkout($pool).await?;
-                let conn = &mut *object;
-                conn.transaction::<_, diesel::result::Error, _>(|conn| {
-                    async move {
-                        // The upsert is the transaction's first statement and a write: it takes
-                        // the tenant's head row lock (PostgreSQL) or the write lock (SQLite).
-                        let (head_seq, head_hash): (i64, String) =
-                            diesel::insert_into(audit_heads::table)
-                                .values((
-                                    audit_heads::tenant_id.eq(tenant),
-                                    audit_heads::seq.eq(0i64),
-                                    audit_heads::hash.eq(GENESIS_HASH),
+                // Back to the pool only when the transaction has ended (`pool::Lease`).
+                let mut lease = steward_store::pool::Lease::checkout($pool).await?;
+                let result = lease
+                    .conn()?
+                    .transaction::<_, diesel::result::Error, _>(|conn| {
+                        async move {
+                            // The upsert is the transaction's first statement and a write: it takes
+                            // the tenant's head row lock (PostgreSQL) or the write lock (SQLite).
+                            let (head_seq, head_hash): (i64, String) =
+                                diesel::insert_into(audit_heads::table)
+                                    .values((
+                                        audit_heads::tenant_id.eq(tenant),
+                                        audit_heads::seq.eq(0i64),
+                                        audit_heads::hash.eq(GENESIS_HASH),
+                                    ))
+                                    .on_conflict(audit_heads::tenant_id)
+                                    .do_update()
+                                    .set(audit_heads::seq.eq(audit_heads::seq))
+                                    .returning((audit_heads::seq, audit_heads::hash))
+                                    .get_result(conn)
+                                    .await?;
+                            let rows = chain(hasher, tenant, head_seq, head_hash, records);
+                            let all = &rows;
+                            $insert!(conn, all);
+                            if let Some(last) = rows.last() {
+                                diesel::update(
+                                    audit_heads::table.filter(audit_heads::tenant_id.eq(tenant)),
+                                )
+                                .set((
+                                    audit_heads::seq.eq(last.seq),
+                                    audit_heads::hash.eq(&last.hash),
                                 ))
-                                .on_conflict(audit_heads::tenant_id)
-                                .do_update()
-                                .set(audit_heads::seq.eq(audit_heads::seq))
-                                .returning((audit_heads::seq, audit_heads::hash))
-                                .get_result(conn)
+                                .execute(conn)
                                 .await?;
-                        let rows = chain(hasher, tenant, head_seq, head_hash, records);
-                        let all = &rows;
-                        $insert!(conn, all);
-                        if let Some(last) = rows.last() {
-                            diesel::update(
-                                audit_heads::table.filter(audit_heads::tenant_id.eq(tenant)),
-                            )
-                            .set((
-                                audit_heads::seq.eq(last.seq),
-                                audit_heads::hash.eq(&last.hash),
-                            ))
-                            .execute(conn)
-                            .await?;
+                            }
+                            Ok(rows)
                         }
-                        Ok(rows)
-                    }
-                    .scope_boxed()
-                })
-                .await
-                .db()
+                        .scope_boxed()
+                    })
+                    .await
+                    .db();
+                lease.release();
+                result
             }};
         }
         match &self.db {

@@ -137,9 +137,14 @@ macro_rules! with_conn {
                 $body
             }
             $crate::DbPool::Sqlite(pool) => {
-                let mut object = $crate::pool::checkout(pool).await?;
-                let $conn = &mut *object;
-                $body
+                // Back to the pool only when `$body` ran to its end (see `pool::Lease`).
+                let mut lease = $crate::pool::Lease::checkout(pool).await?;
+                let result = {
+                    let $conn = lease.conn()?;
+                    $body
+                };
+                lease.release();
+                result
             }
         }
     };

@@ -244,6 +244,69 @@ where
         .map_err(|e| Error::unavailable("database", PoolFailure(e.to_string())))
 }
 
+/// A pooled connection that goes back to the pool only when [`Lease::release`]d. Dropped
+/// without that (an early return from the code using it, or its future cancelled while a
+/// statement runs), it is closed instead, so that a connection whose state is unknown is
+/// never handed out again.
+///
+/// SQLite needs this: diesel-async runs each statement on a blocking thread that shares the
+/// connection, and a future cancelled mid-statement (a client that hangs up, a time-out, an
+/// aborted task) leaves that thread running. Handed back to the pool, the connection would
+/// make the pool's next check of it panic ("Cannot access shared transaction state",
+/// diesel-rs/diesel_async#281). Transactions use it on both backends: a transaction whose
+/// future was dropped is never reused half-finished.
+pub struct Lease<C>
+where
+    C: PoolableConnection + 'static,
+    diesel::dsl::select<diesel::dsl::AsExprOf<i32, diesel::sql_types::Integer>>:
+        diesel_async::methods::ExecuteDsl<C>,
+    diesel::query_builder::SqlQuery: diesel::query_builder::QueryFragment<C::Backend>,
+{
+    object: Option<Object<C>>,
+}
+
+impl<C> Lease<C>
+where
+    C: PoolableConnection + 'static,
+    diesel::dsl::select<diesel::dsl::AsExprOf<i32, diesel::sql_types::Integer>>:
+        diesel_async::methods::ExecuteDsl<C>,
+    diesel::query_builder::SqlQuery: diesel::query_builder::QueryFragment<C::Backend>,
+{
+    /// Takes a connection from `pool`.
+    pub async fn checkout(pool: &Pool<C>) -> Result<Self> {
+        Ok(Self {
+            object: Some(checkout(pool).await?),
+        })
+    }
+
+    /// The connection.
+    pub fn conn(&mut self) -> Result<&mut C> {
+        self.object
+            .as_deref_mut()
+            .ok_or_else(|| Error::internal_msg("the connection was already released"))
+    }
+
+    /// Hands the connection back to the pool: call it once the last statement has returned.
+    pub fn release(mut self) {
+        drop(self.object.take());
+    }
+}
+
+impl<C> Drop for Lease<C>
+where
+    C: PoolableConnection + 'static,
+    diesel::dsl::select<diesel::dsl::AsExprOf<i32, diesel::sql_types::Integer>>:
+        diesel_async::methods::ExecuteDsl<C>,
+    diesel::query_builder::SqlQuery: diesel::query_builder::QueryFragment<C::Backend>,
+{
+    fn drop(&mut self) {
+        if let Some(object) = self.object.take() {
+            // Out of the pool: the connection closes when its last user lets go of it.
+            drop(Object::take(object));
+        }
+    }
+}
+
 /// A pooled connection whose commits do not wait for the disk (see `with_conn_async_commit!`).
 /// It goes back to the pool only once the usual durability is restored; dropped before
 /// that (an early return, an error while restoring), the connection is closed instead, so
@@ -255,7 +318,7 @@ where
         diesel_async::methods::ExecuteDsl<C>,
     diesel::query_builder::SqlQuery: diesel::query_builder::QueryFragment<C::Backend>,
 {
-    object: Option<Object<C>>,
+    lease: Lease<C>,
     restore: &'static str,
 }
 
@@ -277,55 +340,41 @@ where
         diesel_async::methods::ExecuteDsl<C>,
     diesel::query_builder::SqlQuery: diesel::query_builder::QueryFragment<C::Backend>,
 {
-    /// Takes a connection from `pool` and relaxes its commits.
+    /// Takes a connection from `pool` and relaxes its commits (a connection that could not
+    /// be relaxed is closed: its state is unknown).
     pub async fn checkout(pool: &Pool<C>, backend: Backend) -> Result<Self> {
         let (relax, restore) = async_commit_statements(backend);
-        let mut object = checkout(pool).await?;
-        if let Err(e) = object.batch_execute(relax).await {
-            // Its state is unknown: never reuse it.
-            drop(Object::take(object));
-            return Err(Error::unavailable("database", e));
-        }
-        Ok(Self {
-            object: Some(object),
-            restore,
-        })
+        let mut lease = Lease::checkout(pool).await?;
+        lease
+            .conn()?
+            .batch_execute(relax)
+            .await
+            .map_err(|e| Error::unavailable("database", e))?;
+        Ok(Self { lease, restore })
     }
 
     /// The connection.
     pub fn conn(&mut self) -> Result<&mut C> {
-        self.object
-            .as_deref_mut()
-            .ok_or_else(|| Error::internal_msg("the connection was already released"))
+        self.lease.conn()
     }
 
     /// Restores the usual durability and hands the connection back to the pool (or closes it
     /// when that fails).
     pub async fn release(mut self) {
-        if let Some(mut object) = self.object.take() {
-            match object.batch_execute(self.restore).await {
-                Ok(()) => drop(object),
-                Err(e) => {
-                    // Logged like every other database failure (kind and cause).
-                    let error = Error::unavailable("database", e);
-                    tracing::warn!(%error, "connection dropped: its commit setting could not be restored");
-                    drop(Object::take(object));
-                }
+        let restored = match self.lease.conn() {
+            Ok(conn) => conn
+                .batch_execute(self.restore)
+                .await
+                .map_err(|e| Error::unavailable("database", e)),
+            Err(e) => Err(e),
+        };
+        match restored {
+            Ok(()) => self.lease.release(),
+            // Logged like every other database failure (kind and cause); dropping the lease
+            // closes the connection.
+            Err(error) => {
+                tracing::warn!(%error, "connection dropped: its commit setting could not be restored")
             }
-        }
-    }
-}
-
-impl<C> Drop for AsyncCommitConn<C>
-where
-    C: PoolableConnection + SimpleAsyncConnection + 'static,
-    diesel::dsl::select<diesel::dsl::AsExprOf<i32, diesel::sql_types::Integer>>:
-        diesel_async::methods::ExecuteDsl<C>,
-    diesel::query_builder::SqlQuery: diesel::query_builder::QueryFragment<C::Backend>,
-{
-    fn drop(&mut self) {
-        if let Some(object) = self.object.take() {
-            drop(Object::take(object));
         }
     }
 }

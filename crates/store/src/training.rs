@@ -863,9 +863,9 @@ impl Runner {
         let d = detector.to_owned();
         macro_rules! tx {
             ($pool:expr) => {{
-                let mut object = crate::pool::checkout($pool).await?;
-                let conn = &mut *object;
-                conn.transaction::<Option<i32>, diesel::result::Error, _>(|conn| {
+                // Back to the pool only when the transaction has ended (`pool::Lease`).
+                let mut lease = crate::pool::Lease::checkout($pool).await?;
+                let result = lease.conn()?.transaction::<Option<i32>, diesel::result::Error, _>(|conn| {
                     async move {
                         // The conditional write first: it takes the row lock (PostgreSQL) or
                         // the write lock (SQLite) for the rest of the transaction.
@@ -934,7 +934,9 @@ impl Runner {
                     .scope_boxed()
                 })
                 .await
-                .db()
+                .db();
+                lease.release();
+                result
             }};
         }
         match &self.db {

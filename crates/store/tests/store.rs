@@ -457,3 +457,49 @@ async fn sqlite_connections_opened_together_wait_for_each_other() {
         }
     }
 }
+
+/// A statement whose future is dropped while it runs (a client that hung up, a time-out, an
+/// aborted task) leaves diesel-async's SQLite worker thread holding the connection. With one
+/// connection in the pool, the next checkout gets that same connection unless it was closed:
+/// it must not panic ("Cannot access shared transaction state") and must answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statement_cancelled_mid_way_does_not_poison_the_sqlite_pool() {
+    use diesel::sql_types::BigInt;
+    use steward_store::{DbPool, DbSettings};
+
+    #[derive(QueryableByName)]
+    struct Count {
+        #[diesel(sql_type = BigInt)]
+        n: i64,
+    }
+    let (target, dir) = TestDb::sqlite_target();
+    let settings = DbSettings {
+        max_connections: 1,
+        timeout: std::time::Duration::from_secs(30),
+    };
+    let pool = DbPool::new(&target, &settings).unwrap();
+    let slow = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 3000000) \
+                SELECT count(*) AS n FROM c";
+    for _ in 0..3 {
+        let p = &pool;
+        let cancelled = tokio::time::timeout(std::time::Duration::from_millis(50), async move {
+            with_conn!(p, conn => diesel::sql_query(slow).get_result::<Count>(conn).await.db())
+        })
+        .await;
+        assert!(
+            cancelled.is_err(),
+            "the slow statement finished within 50 ms"
+        );
+        // The pool still serves, on a connection that is not the busy one.
+        pool.ping().await.unwrap();
+        let p = &pool;
+        let one: Count = async move {
+            with_conn!(p, conn => diesel::sql_query("SELECT 1 AS n").get_result::<Count>(conn).await.db())
+        }
+        .await
+        .unwrap();
+        assert_eq!(one.n, 1);
+    }
+    drop(pool);
+    let _ = std::fs::remove_dir_all(dir);
+}

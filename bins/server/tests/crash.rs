@@ -125,7 +125,15 @@ fn crash_and_recover(database_url: &str) {
             })
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(1500));
+    // Kill mid-burst: once at least 20 writes were acknowledged (and a little more has been
+    // sent since), however slow the machine; at most 30 s.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while acked.lock().unwrap_or_else(|p| p.into_inner()).len() < 20
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
     server
         .kill()
         .unwrap_or_else(|e| panic!("SIGKILL failed: {e}"));

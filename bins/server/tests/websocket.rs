@@ -177,7 +177,7 @@ async fn websocket_channel() {
         )
         .await;
     assert_eq!(r.status, 200, "{}", r.text());
-    let closed = tokio::time::timeout(Duration::from_secs(2), async {
+    let closed = tokio::time::timeout(Duration::from_secs(10), async {
         loop {
             match watcher.next().await {
                 Some(Ok(Message::Close(frame))) => return frame,
@@ -187,7 +187,7 @@ async fn websocket_channel() {
         }
     })
     .await
-    .unwrap_or_else(|_| panic!("not closed within 2 s"));
+    .unwrap_or_else(|_| panic!("not closed within 10 s"));
     let frame = closed.unwrap_or_else(|| panic!("closed without a close frame"));
     assert_eq!(frame.code, CloseCode::Policy);
     assert_eq!(frame.reason, "user blocked");

@@ -31,6 +31,9 @@ fn scorer(stub: &StubScorer, timeout: Duration) -> Scorer {
     Scorer::new(ScoreConfig {
         ml_weight: 0.4,
         threshold: 0.6,
+        // The local model's budget: no loaded machine outlasts it (these tests are about
+        // the escalation, not the model's time-out).
+        ml_timeout: Duration::from_secs(30),
         ..ScoreConfig::default()
     })
     .with_external(Some(ExternalScorer::new(stub.url(), timeout).unwrap()))
@@ -119,7 +122,7 @@ async fn out_of_band_is_never_sent() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_scorer_leaves_the_composite_within_the_time_out() {
-    let stub = StubScorer::start(StubReply::score(0.9).after(Duration::from_secs(3)))
+    let stub = StubScorer::start(StubReply::score(0.9).after(Duration::from_secs(30)))
         .await
         .unwrap();
     let s = scorer(&stub, Duration::from_millis(300));
@@ -129,7 +132,8 @@ async fn a_slow_scorer_leaves_the_composite_within_the_time_out() {
     assert_local(&r, 0.5, "rules");
     assert!(!r.is_anomaly);
     assert!(took >= Duration::from_millis(290), "{took:?}");
-    assert!(took < Duration::from_millis(1500), "{took:?}");
+    // Far below the stub's 30 s: the time-out cut the wait short.
+    assert!(took < Duration::from_secs(5), "{took:?}");
     assert_eq!(stub.count(), 1);
 }
 

@@ -56,13 +56,15 @@ async fn model_past_the_timeout_yields_rules_within_budget() {
     assert_eq!(r.backend, "timeout");
     assert_eq!(r.ml, None);
     assert!((r.risk - 0.5).abs() < 1e-9, "rules decide: {r:?}");
-    assert!(took < Duration::from_millis(400), "took {took:?}");
+    // Far below the model's 2 s: the budget cut the wait short.
+    assert!(took < Duration::from_millis(1500), "took {took:?}");
     assert_eq!(s.last_backend(t), Some("timeout"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn composite_and_flags() {
-    let s = scorer(300);
+    // A budget no loaded machine outlasts: this test is about the composite, not the time-out.
+    let s = scorer(30_000);
     let t = TenantId(uuid::Uuid::new_v4());
     // Untrained: rules only.
     let r = s

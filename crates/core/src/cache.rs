@@ -220,13 +220,13 @@ pub mod conformance {
         check(cache.incr(&k("n"), 3, None).await? == 5, "incr adds")?;
 
         cache
-            .set(&k("ttl"), b"v", Some(Duration::from_millis(200)))
+            .set(&k("ttl"), b"v", Some(Duration::from_secs(2)))
             .await?;
         check(
             cache.get(&k("ttl")).await?.is_some(),
             "ttl key before expiry",
         )?;
-        tokio::time::sleep(Duration::from_millis(1200)).await;
+        tokio::time::sleep(Duration::from_millis(3000)).await;
         check(
             cache.get(&k("ttl")).await?.is_none(),
             "ttl key after expiry",

@@ -136,7 +136,7 @@ async fn out_of_band_is_never_sent() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_classifier_leaves_the_local_result_within_the_time_out() {
-    let stub = StubScorer::start(StubReply::score(0.95).after(Duration::from_secs(3)))
+    let stub = StubScorer::start(StubReply::score(0.95).after(Duration::from_secs(30)))
         .await
         .unwrap();
     let (g, _db) = guard(&stub, Duration::from_millis(300), 0.0).await;
@@ -145,7 +145,8 @@ async fn a_slow_classifier_leaves_the_local_result_within_the_time_out() {
     let r = check(&g, &p, BENIGN).await;
     let took = started.elapsed();
     assert_eq!((r.threat_level.as_str(), r.score), ("suspicious", 0.0));
-    assert!(took < Duration::from_millis(1500), "{took:?}");
+    // Far below the stub's 30 s: the time-out cut the wait short.
+    assert!(took < Duration::from_secs(5), "{took:?}");
     // Not cached: the next request asks again.
     let r = check(&g, &p, BENIGN).await;
     assert!(!r.cached);

@@ -253,7 +253,7 @@ impl TextClassifier for Faulty {
             "nan" => Ok(f64::NAN),
             "panic" => panic!("the artifact crashed"),
             _ => {
-                std::thread::sleep(Duration::from_millis(1500));
+                std::thread::sleep(Duration::from_millis(4000));
                 Ok(1.0)
             }
         }
@@ -282,8 +282,8 @@ async fn a_failing_or_late_artifact_leaves_the_native_score() {
             .await;
         assert_eq!(outcome, Err(why), "{kind}");
         if kind == "slow" {
-            // The caller waited for the bound, not for the artifact (1.5 s).
-            assert!(started.elapsed() < Duration::from_millis(1000), "{kind}");
+            // The caller waited for the bound, not for the artifact (4 s).
+            assert!(started.elapsed() < Duration::from_millis(3000), "{kind}");
         }
         assert_eq!(analysis.ml, expected.ml, "{kind}");
         assert_eq!(analysis.detections, expected.detections, "{kind}");

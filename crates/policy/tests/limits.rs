@@ -109,7 +109,12 @@ db_test!(deadline_denies_while_others_answer, |db| {
 });
 
 db_test!(over_inline_budget_moves_to_the_pool, |db| {
-    let h = Harness::new(&db.pool, PolicyConfig::default());
+    // The defaults but for the time limits, which a loaded machine could outlast on 100,000
+    // items (the limits have tests of their own above).
+    let mut cfg = PolicyConfig::default();
+    cfg.engine.limits.timeout = Duration::from_secs(30);
+    cfg.engine.deadline = Duration::from_secs(30);
+    let h = Harness::new(&db.pool, cfg);
     let t = h.tenant().await;
     let a = h.agent(t, "active", json!({})).to_string();
     let rego = "package steward.policies.items\nimport rego.v1\n\

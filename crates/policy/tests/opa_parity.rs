@@ -43,6 +43,10 @@ async fn opa_harness(pool: &DbPool, url: &str) -> (Harness, Arc<OpaEngine>, Stri
     let ns = format!("test_{}", uuid::Uuid::new_v4().simple());
     let mut settings = OpaSettings::new(url);
     settings.namespace = ns.clone();
+    // The harness rebuilds its engine on every module change: on a loaded machine one answer
+    // may take longer than the production default of 2 s, and a fallback would fail the
+    // parity checks.
+    settings.timeout = std::time::Duration::from_secs(30);
     let opa = Arc::new(OpaEngine::new(pool.clone(), embedded, settings).unwrap());
     assert!(opa.try_connect().await, "OPA at {url} does not answer");
     assert!(opa.online());

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use steward_core::event::{publish, Event, Severity};
+use steward_core::event::{publish, Event, Severity, EVENTS_CHANNEL};
 use steward_core::{EventBus, MemoryBus, TenantId};
 use steward_siem::{Format, Siem, SiemConfig, TransportConfig, TransportKind};
 use steward_store::{db_test, DbPool};
@@ -108,7 +108,8 @@ fn seqs(events: &[Value], tenant: TenantId) -> Vec<u64> {
 /// The status once `sent` reached `n` (the receiver sees events before the sender records
 /// the batch as delivered).
 async fn settled(siem: &Siem, n: i64) -> steward_siem::SiemStatus {
-    for _ in 0..100 {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while std::time::Instant::now() < deadline {
         let st = siem.status().await.unwrap();
         if st.sent >= n {
             return st;
@@ -145,9 +146,12 @@ db_test!(bus_events_arrive_in_order_per_tenant, |db| {
     let (a, b) = (TenantId::new(), TenantId::new());
     start(&siem);
     for i in 0..60 {
-        publish(&bus, ev(if i % 2 == 0 { a } else { b }, i));
-        // The bus task of each publish runs independently: give each a moment to keep order.
-        tokio::time::sleep(Duration::from_millis(2)).await;
+        // Published one after the other (`event::publish` spawns a task per event, which
+        // keeps no order between them on a busy machine).
+        let event = ev(if i % 2 == 0 { a } else { b }, i);
+        bus.publish(EVENTS_CHANNEL, &serde_json::to_vec(&event).unwrap())
+            .await
+            .unwrap();
     }
     // Not exported: internal notifications.
     publish(
@@ -178,8 +182,14 @@ db_test!(an_outage_loses_nothing, |db| {
         siem.enqueue(&ev(t, i));
     }
     start(&siem);
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let st = siem.status().await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let st = loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let st = siem.status().await.unwrap();
+        if (st.retries >= 1 && st.last_error.is_some()) || std::time::Instant::now() > deadline {
+            break st;
+        }
+    };
     assert!(st.retries >= 1 && st.last_error.is_some(), "{st:?}");
     assert_eq!(st.sent, 0);
     let listener = TcpListener::bind(("127.0.0.1", port)).await.unwrap();

@@ -96,9 +96,11 @@ impl TestDb {
 
     async fn finish(target: DbTarget, cleanup: Cleanup) -> Result<TestDb> {
         crate::migrate::run(&target).await?;
+        // Tests run tens of concurrent database tasks on four connections (SQLite writes one
+        // at a time): a wait beyond the production 3 s on a loaded machine is no failure.
         let settings = DbSettings {
             max_connections: 4,
-            ..DbSettings::default()
+            timeout: std::time::Duration::from_secs(30),
         };
         let pool = DbPool::new(&target, &settings)?;
         Ok(TestDb {

@@ -209,7 +209,7 @@ db_test!(
         let job = jobs::enqueue(pool, tenant, "k", json!({"x": 1}))
             .await
             .unwrap();
-        let first = jobs::claim(pool, "k", Duration::from_millis(300))
+        let first = jobs::claim(pool, "k", Duration::from_secs(30))
             .await
             .unwrap();
         assert_eq!(first.map(|j| j.id), Some(job.id));
@@ -224,7 +224,21 @@ db_test!(
             .await
             .unwrap()
             .is_none());
-        tokio::time::sleep(Duration::from_millis(1100)).await;
+        // Expire the lease (as if 30 s had passed) rather than sleep past a short one, which a
+        // slow commit on a loaded machine could outlast before the "leased" check.
+        {
+            use steward_store::schema::jobs as job_rows;
+            let past = Ts::from(steward_core::clock::now() - time::Duration::seconds(1));
+            let r: Result<usize, steward_core::Error> = async {
+                with_conn!(pool, conn => diesel::update(job_rows::table.filter(job_rows::id.eq(job.id)))
+                    .set(job_rows::lease_expires_at.eq(Some(past)))
+                    .execute(conn)
+                    .await
+                    .db())
+            }
+            .await;
+            assert_eq!(r.unwrap(), 1);
+        }
         let again = jobs::claim(pool, "k", Duration::from_secs(30))
             .await
             .unwrap();
@@ -296,6 +310,12 @@ db_test!(
 );
 
 #[derive(QueryableByName)]
+struct Alive {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    n: i64,
+}
+
+#[derive(QueryableByName)]
 struct BackendPid {
     #[diesel(sql_type = diesel::sql_types::Integer)]
     pid: i32,
@@ -343,6 +363,27 @@ async fn postgres_pool_replaces_connections_the_server_closed() {
     }
     .await;
     terminated.unwrap();
+    // `pg_terminate_backend` returns once the signal is sent: wait until the backend is gone
+    // (and a moment for the client to see its socket close).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let alive: Result<i64, steward_core::Error> = async {
+            with_conn!(admin, conn => {
+                diesel::sql_query(format!(
+                    "SELECT count(*) AS n FROM pg_stat_activity WHERE pid = {first}"
+                ))
+                .get_result::<Alive>(conn)
+                .await
+                .db()
+                .map(|r| r.n)
+            })
+        }
+        .await;
+        if alive.unwrap() == 0 || std::time::Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let second = pid(pool)
         .await

@@ -86,8 +86,10 @@ async fn serve(
         .run();
     actix_web::rt::spawn(server);
     let browser = browser();
-    // Discovery runs in the background: wait until the provider is listed.
-    for _ in 0..100 {
+    // Discovery runs in the background (retrying after 1, 2, 4 s): wait until the provider
+    // is listed.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while std::time::Instant::now() < deadline {
         if let Ok(r) = browser
             .get(format!("{base}/api/v1/auth/sso/providers"))
             .send()

@@ -1,14 +1,22 @@
 //! Robustness to obfuscation: an attack the guard blocks in plain form is still blocked when
 //! spaced out, in leetspeak, with zero-width characters, with homoglyphs, base64-wrapped or
-//! in Unicode tag characters. Attacks come from `../shared/guard-data` when it is beside the
-//! checkout (CI), else from the built-in corpus.
+//! in Unicode tag characters. Attacks come from the built-in corpus and, when it is beside the
+//! checkout (CI), from `../shared/guard-data`; each set must hold on its own.
 
 use base64::Engine;
 use steward_guard::{aggregate, AggregateConfig, GuardEngine, ThreatLevel};
 
-fn attacks() -> Vec<String> {
+/// The attack sets: the built-in corpus always (what a fresh clone has), and the attacks of
+/// `../shared/guard-data` when it is beside the checkout (CI).
+fn attack_sets() -> Vec<(&'static str, Vec<String>)> {
+    let builtin: Vec<String> = steward_guard::builtin_corpus()
+        .into_iter()
+        .filter(|(_, y)| *y)
+        .map(|(t, _)| t)
+        .collect();
+    let mut sets = vec![("built-in corpus", builtin)];
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/guard-data");
-    let mut out = Vec::new();
+    let mut shared = Vec::new();
     for file in [
         "gandalf_ignore_instructions.jsonl",
         "deepset_prompt_injections.jsonl",
@@ -18,22 +26,19 @@ fn attacks() -> Vec<String> {
                 if let Ok(v) = serde_json::from_str::<serde_json::Value>(line) {
                     if v["label"] == 1 {
                         if let Some(t) = v["text"].as_str() {
-                            out.push(t.to_owned());
+                            shared.push(t.to_owned());
                         }
                     }
                 }
             }
         }
     }
-    if out.is_empty() {
-        eprintln!("../shared/guard-data not found: using the built-in corpus");
-        out = steward_guard::builtin_corpus()
-            .into_iter()
-            .filter(|(_, y)| *y)
-            .map(|(t, _)| t)
-            .collect();
+    if shared.is_empty() {
+        eprintln!("../shared/guard-data not found: the built-in corpus only");
+    } else {
+        sets.push(("../shared/guard-data", shared));
     }
-    out
+    sets
 }
 
 fn blocked(engine: &GuardEngine, text: &str) -> bool {
@@ -97,18 +102,6 @@ fn tags(t: &str) -> String {
 #[test]
 fn obfuscated_attacks_stay_blocked() {
     let engine = GuardEngine::new(AggregateConfig::default(), steward_guard::bootstrap_model());
-    // Attacks blocked in plain form (ASCII, so that every transform applies), sampled.
-    let plain: Vec<String> = attacks()
-        .into_iter()
-        .filter(|t| t.is_ascii() && t.len() < 400 && blocked(&engine, t))
-        .step_by(3)
-        .take(120)
-        .collect();
-    assert!(
-        plain.len() >= 20,
-        "too few blocked plain attacks: {}",
-        plain.len()
-    );
     type Transform = (&'static str, fn(&str) -> String);
     let transforms: [Transform; 6] = [
         ("spaced out", spaced),
@@ -118,19 +111,36 @@ fn obfuscated_attacks_stay_blocked() {
         ("base64-wrapped", base64_wrapped),
         ("Unicode tag characters", tags),
     ];
-    for (name, f) in transforms {
-        let missed: Vec<&String> = plain.iter().filter(|t| !blocked(&engine, &f(t))).collect();
-        let rate = 1.0 - missed.len() as f64 / plain.len() as f64;
-        println!(
-            "{name}: {:.1} % of {} blocked attacks still blocked",
-            rate * 100.0,
+    let mut failures = Vec::new();
+    for (source, attacks) in attack_sets() {
+        // Attacks blocked in plain form (ASCII, so that every transform applies), sampled.
+        let plain: Vec<String> = attacks
+            .into_iter()
+            .filter(|t| t.is_ascii() && t.len() < 400 && blocked(&engine, t))
+            .step_by(3)
+            .take(120)
+            .collect();
+        assert!(
+            plain.len() >= 20,
+            "{source}: too few blocked plain attacks: {}",
             plain.len()
         );
-        assert!(
-            rate >= 0.95,
-            "{name}: only {:.1} % still blocked; e.g. {:?}",
-            rate * 100.0,
-            missed.iter().take(3).map(|t| f(t)).collect::<Vec<_>>()
-        );
+        for (name, f) in transforms {
+            let missed: Vec<&String> = plain.iter().filter(|t| !blocked(&engine, &f(t))).collect();
+            let rate = 1.0 - missed.len() as f64 / plain.len() as f64;
+            println!(
+                "{source}, {name}: {:.1} % of {} blocked attacks still blocked",
+                rate * 100.0,
+                plain.len()
+            );
+            if rate < 0.95 {
+                failures.push(format!(
+                    "{source}, {name}: only {:.1} % still blocked; e.g. {:?}",
+                    rate * 100.0,
+                    missed.iter().take(3).map(|t| f(t)).collect::<Vec<_>>()
+                ));
+            }
+        }
     }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -274,6 +274,25 @@ async fn rsyslog_outage_of_30_seconds_loses_nothing() {
         .status()
         .unwrap();
     assert!(stop.success());
+    // The outage begins once rsyslogd has exited: while it shuts down it may still accept a
+    // connection and then drop what it read, which plain TCP syslog (no acknowledgement)
+    // cannot tell from a delivery. A loaded machine can take seconds to get there.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    // (Exited: gone from /proc, or a zombie its parent has not reaped.)
+    let running = || {
+        std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())).is_ok_and(|stat| {
+            stat.rsplit(')')
+                .next()
+                .is_some_and(|rest| !rest.trim_start().starts_with('Z'))
+        })
+    };
+    while running() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "rsyslogd did not exit"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let stopped = tokio::time::Instant::now();
     for i in 0..1000 {
         siem.enqueue(&event(tenants[i % 3], &m, i));

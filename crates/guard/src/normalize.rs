@@ -428,8 +428,9 @@ pub fn variants_and_canonical(text: &str) -> (Vec<Variant>, String) {
         });
     }
     decode_into(text, 0, &mut out);
-    // Encoded runs broken up by invisible characters.
-    if revealed != text {
+    // Encoded runs broken up by invisible characters (homoglyphs fold to lower case, so a
+    // run they touch is lost either way: only invisibles are worth a second look).
+    if !text.is_ascii() && text.chars().any(is_invisible) {
         decode_into(&revealed, 0, &mut out);
     }
     // A prompt spaced out as a whole, punctuation and all ("< | i m _ s t a r t | >",

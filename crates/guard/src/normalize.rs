@@ -215,25 +215,22 @@ fn fold_leet(text: &str) -> String {
 /// The canonical text: NFKC, invisibles removed, tags decoded, spaced letters joined,
 /// confusables folded, leetspeak folded, whitespace collapsed, lowercase.
 pub fn canonical(text: &str) -> String {
-    unhidden_revealed_canonical(text).2
+    finish_canonical(&first_stages(text).2)
 }
 
-/// [`unhidden`], the revealed text and [`canonical`], sharing their work.
-fn unhidden_revealed_canonical(text: &str) -> (Cow<'_, str>, Cow<'_, str>, String) {
+/// The first stages of [`canonical`]: the [`unhidden`] text, its spaced letters joined, and
+/// then its confusables folded. Letters are joined before confusables are folded: a spaced-out
+/// word with a homoglyph ("s y s t е m", Cyrillic е) is a mixed-script word only once joined.
+fn first_stages(text: &str) -> (Cow<'_, str>, String, String) {
     let clean = unhidden(text);
-    // Letters are joined before confusables are folded: a spaced-out word with a homoglyph
-    // ("s y s t е m", Cyrillic е) is a mixed-script word only once joined.
     let joined = join_spaced(&clean);
     let folded = fold_confusables(&joined);
-    let canon = collapse_ws(&fold_leet(&folded).to_lowercase());
-    let revealed = if text.is_ascii() {
-        Cow::Borrowed(text)
-    } else if joined == clean {
-        Cow::Owned(folded)
-    } else {
-        Cow::Owned(fold_confusables(&clean))
-    };
-    (clean, revealed, canon)
+    (clean, joined, folded)
+}
+
+/// The last stages of [`canonical`]: leetspeak folded, lower case, whitespace collapsed.
+fn finish_canonical(folded: &str) -> String {
+    collapse_ws(&fold_leet(folded).to_lowercase())
 }
 
 /// NFKC, Unicode tag characters decoded and invisible characters removed. ASCII text has no
@@ -246,10 +243,6 @@ fn unhidden(text: &str) -> Cow<'_, str> {
     let (text, _) = decode_tags(text);
     Cow::Owned(text.nfkc().filter(|c| !is_invisible(*c)).collect())
 }
-
-// "Revealed" text: what hides a prompt from a byte-level reader undone ([`unhidden`],
-// confusables folded), its case and spacing kept; where encoded runs and ROT13 hints are
-// looked for ([`unhidden_revealed_canonical`]).
 
 /// Confusables (Cyrillic, Greek, mathematical letters…) folded to their Latin look-alikes by
 /// `decancer`, word by word, so that ordinary non-Latin text (German umlauts, CJK) is kept.
@@ -420,7 +413,18 @@ pub fn variants_and_canonical(text: &str) -> (Vec<Variant>, String) {
         text: text.to_owned(),
         transform: "",
     }];
-    let (clean, revealed, canon) = unhidden_revealed_canonical(text);
+    let (clean, joined, folded) = first_stages(text);
+    let canon = finish_canonical(&folded);
+    // The revealed text: what hides the prompt from a byte-level reader undone (`clean`,
+    // confusables folded), its case and spacing kept; where encoded runs and ROT13 hints are
+    // looked for.
+    let revealed: Cow<'_, str> = if text.is_ascii() {
+        Cow::Borrowed(text)
+    } else if joined == clean {
+        Cow::Owned(folded)
+    } else {
+        Cow::Owned(fold_confusables(&clean))
+    };
     if canon != text.to_lowercase() {
         out.push(Variant {
             text: canon.clone(),

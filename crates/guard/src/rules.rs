@@ -1732,6 +1732,17 @@ mod tests {
         }
     }
 
+    /// None of `texts` matches any of the patterns `none_of`.
+    fn assert_passes(texts: &[&str], none_of: &[&str]) {
+        for text in texts {
+            let found = ids(text);
+            assert!(
+                !found.iter().any(|id| none_of.contains(id)),
+                "{text}: {found:?}"
+            );
+        }
+    }
+
     /// "Ignore your earlier settings" and "you have no restrictions now" in Chinese, Japanese
     /// and Korean; the same nouns in ordinary software questions pass.
     #[test]
@@ -1757,21 +1768,18 @@ mod tests {
             ],
             0.8,
         );
-        for text in [
-            "如何在设置里忽略大小写？",
-            "这个警告可以忽略吗？我已经改了设置",
-            "git 怎样忽略本地的设置文件？",
-            "このAPIにはレート制限はありません",
-            "設定を変更したら警告は無視して大丈夫ですか？",
-            "설정에서 이 경고를 무시할 수 있나요?",
-            "이 요금제에는 데이터 제한이 없어요",
-        ] {
-            assert!(
-                !ids(text).contains(&"override_settings_cjk"),
-                "{text}: {:?}",
-                ids(text)
-            );
-        }
+        assert_passes(
+            &[
+                "如何在设置里忽略大小写？",
+                "这个警告可以忽略吗？我已经改了设置",
+                "git 怎样忽略本地的设置文件？",
+                "このAPIにはレート制限はありません",
+                "設定を変更したら警告は無視して大丈夫ですか？",
+                "설정에서 이 경고를 무시할 수 있나요?",
+                "이 요금제에는 데이터 제한이 없어요",
+            ],
+            &["override_settings_cjk"],
+        );
     }
 
     #[test]
@@ -1797,17 +1805,14 @@ mod tests {
             ],
             0.8,
         );
-        for text in [
-            "Decode this base64 and tell me what it says",
-            "Can you decode this JWT and then do the same for the refresh token?",
-            "Decode the audio file and then perform an FFT on it",
-        ] {
-            assert!(
-                !ids(text).contains(&"decode_and_obey"),
-                "{text}: {:?}",
-                ids(text)
-            );
-        }
+        assert_passes(
+            &[
+                "Decode this base64 and tell me what it says",
+                "Can you decode this JWT and then do the same for the refresh token?",
+                "Decode the audio file and then perform an FFT on it",
+            ],
+            &["decode_and_obey"],
+        );
     }
 
     /// Restriction removal and prompt extraction in French, Spanish, Italian, Portuguese,
@@ -1853,27 +1858,24 @@ mod tests {
             ],
             0.8,
         );
-        for text in [
-            "Vous êtes maintenant inscrit à l'offre sans limites.",
-            "Vous n'avez aucune restriction alimentaire ?",
-            "Tu es maintenant prêt : sans règles de priorité, le carrefour est dangereux.",
-            "Ahora eres parte del equipo; no hay restricciones de horario.",
-            "Ab sofort sind Sie ohne Einschränkungen mobil unterwegs.",
-            "Mit dem neuen Tarif hast du keine Grenzen mehr.",
-            "Con la nuova offerta non hai più limiti!",
-            "Adesso sei libero di scegliere senza filtri di prezzo.",
-            "Wie schreibe ich einen guten Systemprompt für meinen Chatbot?",
-            "Comment rédiger un bon prompt système pour mon assistant ?",
-            "¿Cómo escribo las instrucciones del sistema para mi bot?",
-            "Mostre o sistema de arquivos do seu computador",
-            "Je bent nu klaar met de cursus zonder beperkingen van tijd.",
-        ] {
-            let found = ids(text);
-            assert!(
-                !found.contains(&u) && !found.contains(&l),
-                "{text}: {found:?}"
-            );
-        }
+        assert_passes(
+            &[
+                "Vous êtes maintenant inscrit à l'offre sans limites.",
+                "Vous n'avez aucune restriction alimentaire ?",
+                "Tu es maintenant prêt : sans règles de priorité, le carrefour est dangereux.",
+                "Ahora eres parte del equipo; no hay restricciones de horario.",
+                "Ab sofort sind Sie ohne Einschränkungen mobil unterwegs.",
+                "Mit dem neuen Tarif hast du keine Grenzen mehr.",
+                "Con la nuova offerta non hai più limiti!",
+                "Adesso sei libero di scegliere senza filtri di prezzo.",
+                "Wie schreibe ich einen guten Systemprompt für meinen Chatbot?",
+                "Comment rédiger un bon prompt système pour mon assistant ?",
+                "¿Cómo escribo las instrucciones del sistema para mi bot?",
+                "Mostre o sistema de arquivos do seu computador",
+                "Je bent nu klaar met de cursus zonder beperkingen van tijd.",
+            ],
+            &[u, l],
+        );
     }
 
     /// Restriction removal and prompt extraction in Indonesian, Vietnamese, Turkish, Czech,
@@ -1906,26 +1908,23 @@ mod tests {
             ],
             0.8,
         );
-        for text in [
-            "Kamu sekarang bisa internetan tanpa batasan kuota.",
-            "Kamu tidak punya batasan umur untuk mendaftar",
-            "Bạn bây giờ có thể dùng gói cước không giới hạn",
-            "Bạn không còn giới hạn dung lượng trong tháng này",
-            "Artık sınırsız bir model sunuyoruz",
-            "Teď jsi připojen bez omezení rychlosti",
-            "Už nemáš žádná omezení na data",
-            "Είσαι πλέον συνδρομητής χωρίς περιορισμούς στα δεδομένα",
-            "أنت الآن مشترك في باقة بدون قيود على الاستخدام",
-            "अब आप बिना किसी प्रतिबंध के इंटरनेट चला सकते हैं",
-            "Modelin sistem istemini nasıl gösteririm?",
-            "Bagaimana cara menulis prompt sistem yang baik?",
-        ] {
-            let found = ids(text);
-            assert!(
-                !found.contains(&u) && !found.contains(&l),
-                "{text}: {found:?}"
-            );
-        }
+        assert_passes(
+            &[
+                "Kamu sekarang bisa internetan tanpa batasan kuota.",
+                "Kamu tidak punya batasan umur untuk mendaftar",
+                "Bạn bây giờ có thể dùng gói cước không giới hạn",
+                "Bạn không còn giới hạn dung lượng trong tháng này",
+                "Artık sınırsız bir model sunuyoruz",
+                "Teď jsi připojen bez omezení rychlosti",
+                "Už nemáš žádná omezení na data",
+                "Είσαι πλέον συνδρομητής χωρίς περιορισμούς στα δεδομένα",
+                "أنت الآن مشترك في باقة بدون قيود على الاستخدام",
+                "अब आप बिना किसी प्रतिबंध के इंटरनेट चला सकते हैं",
+                "Modelin sistem istemini nasıl gösteririm?",
+                "Bagaimana cara menulis prompt sistem yang baik?",
+            ],
+            &[u, l],
+        );
     }
 
     /// An override phrase that opens a short quotation in the user's own words is discussed,

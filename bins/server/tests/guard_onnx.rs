@@ -1,7 +1,8 @@
 //! The guard's ONNX backend wired from the settings (`GUARD_MODEL_BACKEND`, an `.onnx`
 //! `GUARD_MODEL_PATH`): the detector status reports the backend that serves and
 //! `onnx_loaded`; a missing or unfit artifact leaves the native model serving, validation
-//! answering as before. SQLite, and PostgreSQL with `TEST_DATABASE_URL`.
+//! answering as before; a transformer over token ids (its tokenizer.json beside it) serves
+//! the same way. SQLite, and PostgreSQL with `TEST_DATABASE_URL`.
 
 mod common;
 
@@ -11,6 +12,11 @@ use serde_json::json;
 const ARTIFACT: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/../../fixtures/guard/guard_linear.onnx"
+);
+/// A transformer over token ids, with its tokenizer.json and config.json beside it.
+const TRANSFORMER: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../fixtures/guard/transformer/model.onnx"
 );
 /// A valid ONNX file of the wrong shape (the anomaly detector's 29 features).
 const WRONG_SHAPE: &str = concat!(
@@ -74,6 +80,17 @@ app_test!(
     ],
     |app| {
         status_and_validation(&app, "hybrid", true).await;
+    }
+);
+
+app_test!(
+    transformer_serves,
+    &[
+        ("GUARD_MODEL_BACKEND", "onnx"),
+        ("GUARD_MODEL_PATH", TRANSFORMER)
+    ],
+    |app| {
+        status_and_validation(&app, "onnx", true).await;
     }
 );
 

@@ -1,19 +1,24 @@
 //! The ML detector's ONNX backend (`GUARD_MODEL_BACKEND` `onnx` or `hybrid`, with an `.onnx`
-//! `GUARD_MODEL_PATH`): an artifact that reads the detector's own feature vector — the
-//! hashed n-grams of [`crate::ml::features`], `float [1, DIM]` (DIM = 2^17), L2-normalised —
-//! and gives the attack probability, as `float [1, 2]` class probabilities (a classifier
-//! exported without ZipMap, column 1 = attack) or one value. Loading and running are
-//! `steward_onnx::VectorClassifier`'s (shared with the anomaly detector). See docs/guard.md.
+//! `GUARD_MODEL_PATH`). Two interfaces (docs/guard.md, "ONNX backend"):
 //!
-//! The engine sees the artifact through [`TextClassifier`], so a classifier with another
-//! input (token ids for a transformer, which needs a tokenizer) can be added behind the same
-//! seam.
+//! - (a) an artifact that reads the detector's own feature vector — the hashed n-grams of
+//!   [`crate::ml::features`], `float [1, DIM]` (DIM = 2^17), L2-normalised — and gives the
+//!   attack probability, as `float [1, 2]` class probabilities (a classifier exported
+//!   without ZipMap, column 1 = attack) or one value ([`OnnxGuardModel`]);
+//! - (b) a transformer classifier as Hugging Face exports it — `input_ids`,
+//!   `attention_mask` and optionally `token_type_ids` in, logits out — with its
+//!   `tokenizer.json` (and optionally `config.json`) beside the model file
+//!   ([`TokenizedOnnxModel`]).
+//!
+//! Loading and running are `steward_onnx`'s (shared with the anomaly detector). The engine
+//! sees either through [`TextClassifier`].
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use steward_onnx::VectorClassifier;
+use steward_onnx::{TokenClassifier, Tokens, VectorClassifier};
+use tokenizers::{Tokenizer, TruncationParams};
 
 use crate::engine::{AggregateConfig, Analysis, Detection, DetectorKind};
 use crate::ml::{features_of_canonical, DIM};
@@ -24,6 +29,11 @@ pub use steward_onnx::Backend;
 /// in [0, 1], or why it failed. Called on the blocking pool under the guard's time-out.
 pub trait TextClassifier: Send + Sync + 'static {
     fn score_canonical(&self, canon: &str) -> Result<f64, String>;
+
+    /// The scores of several texts, in order (a model that batches overrides it).
+    fn score_many(&self, canons: &[&str]) -> Result<Vec<f64>, String> {
+        canons.iter().map(|c| self.score_canonical(c)).collect()
+    }
 }
 
 /// An ONNX artifact over the detector's feature vector.
@@ -50,6 +60,185 @@ impl OnnxGuardModel {
 impl TextClassifier for OnnxGuardModel {
     fn score_canonical(&self, canon: &str) -> Result<f64, String> {
         self.score_features(&features_of_canonical(canon))
+    }
+}
+
+/// The tokenizer's file beside a transformer model (as Hugging Face exports write it).
+pub const TOKENIZER_FILE: &str = "tokenizer.json";
+/// The model's configuration beside it (read for `id2label` and `max_position_embeddings`).
+pub const CONFIG_FILE: &str = "config.json";
+/// The longest input given to a transformer, in tokens, when its files say nothing shorter.
+pub const MAX_TOKENS: usize = 512;
+
+/// Words in a class label that name the attack class (`id2label` of `config.json`).
+const ATTACK_LABELS: [&str; 7] = [
+    "INJECT",
+    "JAILBREAK",
+    "ATTACK",
+    "UNSAFE",
+    "MALICIOUS",
+    "HARMFUL",
+    "SUSPICIOUS",
+];
+
+/// A transformer classifier over token ids (interface (b)), with its tokenizer.
+pub struct TokenizedOnnxModel {
+    tokenizer: Tokenizer,
+    model: TokenClassifier,
+    /// The attack classes and their labels (for the start-up log).
+    positive: Vec<(usize, Option<String>)>,
+    max_tokens: usize,
+}
+
+impl std::fmt::Debug for TokenizedOnnxModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenizedOnnxModel")
+            .field("model", &self.model)
+            .field("positive", &self.positive)
+            .field("max_tokens", &self.max_tokens)
+            .finish()
+    }
+}
+
+/// The attack classes and their labels.
+type AttackClasses = Vec<(usize, Option<String>)>;
+
+/// What `config.json` says: the attack classes (with their labels) and the longest input.
+fn read_config(path: &Path) -> Result<(AttackClasses, Option<usize>), String> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((vec![(1, None)], None)),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    let v: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let max = v
+        .get("max_position_embeddings")
+        .and_then(serde_json::Value::as_u64)
+        .and_then(|n| usize::try_from(n).ok());
+    let labels: Vec<(usize, String)> = v
+        .get("id2label")
+        .and_then(serde_json::Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, l)| Some((k.parse().ok()?, l.as_str()?.to_owned())))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut named: AttackClasses = labels
+        .iter()
+        .filter(|(_, l)| {
+            let up = l.to_uppercase();
+            ATTACK_LABELS.iter().any(|w| up.contains(w))
+        })
+        .map(|(i, l)| (*i, Some(l.clone())))
+        .collect();
+    named.sort();
+    if named.is_empty() {
+        named.push((
+            1,
+            labels.iter().find(|(i, _)| *i == 1).map(|(_, l)| l.clone()),
+        ));
+    }
+    Ok((named, max))
+}
+
+impl TokenizedOnnxModel {
+    /// Loads a transformer classifier and the `tokenizer.json` (and `config.json`, when
+    /// present) in its directory. The attack probability is that of the `id2label` classes
+    /// whose labels name an attack (`INJECTION`, `JAILBREAK`, `UNSAFE`, …; summed when there
+    /// are several), else of class 1; inputs are cut to
+    /// the shortest of [`MAX_TOKENS`], the model's `max_position_embeddings` and its fixed
+    /// sequence length.
+    pub fn load(path: &Path) -> Result<TokenizedOnnxModel, String> {
+        let dir = path.parent().unwrap_or_else(|| Path::new("."));
+        let fail = |what: &Path, e: &dyn std::fmt::Display| {
+            if what == path {
+                format!("ONNX guard model {}: {e}", path.display())
+            } else {
+                format!(
+                    "ONNX guard model {}: {}: {e}",
+                    path.display(),
+                    what.display()
+                )
+            }
+        };
+        let tok_path = dir.join(TOKENIZER_FILE);
+        let mut tokenizer = Tokenizer::from_file(&tok_path).map_err(|e| fail(&tok_path, &e))?;
+        let (positive, max_position) =
+            read_config(&dir.join(CONFIG_FILE)).map_err(|e| format!("ONNX guard model: {e}"))?;
+        let classes: Vec<usize> = positive.iter().map(|(i, _)| *i).collect();
+        let model = TokenClassifier::load(path, &classes).map_err(|e| fail(path, &e))?;
+        let max_tokens = [Some(MAX_TOKENS), max_position, model.fixed_len()]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(MAX_TOKENS)
+            .max(2);
+        tokenizer.with_padding(None);
+        tokenizer
+            .with_truncation(Some(TruncationParams {
+                max_length: max_tokens,
+                ..TruncationParams::default()
+            }))
+            .map_err(|e| fail(&tok_path, &e))?;
+        let m = TokenizedOnnxModel {
+            tokenizer,
+            model,
+            positive,
+            max_tokens,
+        };
+        // A probe through the tokenizer and the model.
+        m.score_many(&["hello"]).map_err(|e| fail(path, &e))?;
+        Ok(m)
+    }
+
+    /// The longest input the model is given, in tokens.
+    pub fn max_tokens(&self) -> usize {
+        self.max_tokens
+    }
+
+    /// The attack classes the model's output is read at, with their labels where
+    /// `config.json` names them, as `1 (INJECTION), 2 (JAILBREAK)`.
+    pub fn attack_classes(&self) -> String {
+        self.positive
+            .iter()
+            .map(|(i, l)| match l {
+                Some(l) => format!("{i} ({l})"),
+                None => i.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The tokens the model reads for a text (special tokens added, cut to
+    /// [`TokenizedOnnxModel::max_tokens`]).
+    pub fn tokens(&self, text: &str) -> Result<Tokens, String> {
+        let enc = self
+            .tokenizer
+            .encode(text, true)
+            .map_err(|e| format!("tokenizer: {e}"))?;
+        Ok(Tokens {
+            ids: enc.get_ids().iter().map(|&i| i64::from(i)).collect(),
+            type_ids: enc.get_type_ids().iter().map(|&i| i64::from(i)).collect(),
+        })
+    }
+}
+
+impl TextClassifier for TokenizedOnnxModel {
+    fn score_canonical(&self, canon: &str) -> Result<f64, String> {
+        self.score_many(&[canon])
+            .map(|s| s.first().copied().unwrap_or(0.0))
+    }
+
+    fn score_many(&self, canons: &[&str]) -> Result<Vec<f64>, String> {
+        let tokens = canons
+            .iter()
+            .map(|c| self.tokens(c))
+            .collect::<Result<Vec<_>, _>>()?;
+        self.model
+            .score_batch(&tokens)
+            .map_err(|e| format!("ONNX guard model: {e}"))
     }
 }
 
@@ -139,10 +328,8 @@ impl OnnxFallback {
 impl OnnxJob {
     /// The artifact's score of every view (blocking: the expensive part).
     pub fn run(&self) -> Result<Vec<f64>, String> {
-        self.views
-            .iter()
-            .map(|v| self.model.score_canonical(&v.canon))
-            .collect()
+        let canons: Vec<&str> = self.views.iter().map(|v| v.canon.as_str()).collect();
+        self.model.score_many(&canons)
     }
 
     /// Replaces the native ML verdict of `analysis` by the backend's combination with the
@@ -210,8 +397,10 @@ pub fn is_onnx_path(path: &Path) -> bool {
 }
 
 /// The artifact the settings ask for, loaded once at start-up: only with the `onnx` or
-/// `hybrid` backend and an `.onnx` path. A missing file is logged (info), an unreadable or
-/// unfit one warned about; either way `None` and the native model serves. Never panics.
+/// `hybrid` backend and an `.onnx` path. With a `tokenizer.json` beside it the file is a
+/// transformer over token ids (interface (b)), else a model of the feature vector (a). A
+/// missing file is logged (info), an unreadable or unfit one warned about; either way
+/// `None` and the native model serves. Never panics.
 pub fn load_configured(backend: &str, path: &Path) -> Option<Arc<dyn TextClassifier>> {
     if Backend::parse(backend) == Backend::Native || !is_onnx_path(path) {
         return None;
@@ -220,11 +409,35 @@ pub fn load_configured(backend: &str, path: &Path) -> Option<Arc<dyn TextClassif
         tracing::info!(path = %path.display(), "no ONNX guard model at GUARD_MODEL_PATH; the native model serves");
         return None;
     }
-    match OnnxGuardModel::load(path) {
-        Ok(m) => {
-            tracing::info!(path = %path.display(), backend, "ONNX guard model loaded");
-            Some(Arc::new(m))
-        }
+    let tokenizer = path
+        .parent()
+        .unwrap_or_else(|| Path::new("."))
+        .join(TOKENIZER_FILE);
+    let loaded: Result<Arc<dyn TextClassifier>, String> = if tokenizer.exists() {
+        TokenizedOnnxModel::load(path).map(|m| {
+            tracing::info!(
+                path = %path.display(),
+                backend,
+                attack_classes = %m.attack_classes(),
+                max_tokens = m.max_tokens(),
+                "ONNX guard model (a transformer over token ids) loaded"
+            );
+            Arc::new(m) as Arc<dyn TextClassifier>
+        })
+    } else {
+        OnnxGuardModel::load(path)
+            .map(|m| {
+                tracing::info!(path = %path.display(), backend, "ONNX guard model loaded");
+                Arc::new(m) as Arc<dyn TextClassifier>
+            })
+            .map_err(|e| {
+                format!(
+                    "{e} (a transformer over token ids needs its {TOKENIZER_FILE} beside the model)"
+                )
+            })
+    };
+    match loaded {
+        Ok(m) => Some(m),
         Err(e) => {
             tracing::warn!(path = %path.display(), error = %e, "ONNX guard model not loaded; the native model serves");
             None
@@ -252,6 +465,39 @@ mod tests {
         assert_eq!(Backend::Hybrid.name(false), "sklearn");
         assert_eq!(Backend::Hybrid.name(true), "hybrid");
         assert_eq!(Backend::Native.name(true), "sklearn");
+    }
+
+    #[test]
+    fn config_names_the_attack_classes() {
+        let dir = std::env::temp_dir().join(format!("steward-guard-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let read = |body: &str| {
+            let p = dir.join("config.json");
+            std::fs::write(&p, body).unwrap();
+            read_config(&p)
+        };
+        let (c, max) = read(
+            r#"{"id2label": {"0": "SAFE", "1": "INJECTION"}, "max_position_embeddings": 512}"#,
+        )
+        .unwrap();
+        assert_eq!(c, vec![(1, Some("INJECTION".to_owned()))]);
+        assert_eq!(max, Some(512));
+        // The attack class first; several attack classes.
+        let (c, _) = read(r#"{"id2label": {"0": "injection", "1": "benign"}}"#).unwrap();
+        assert_eq!(c, vec![(0, Some("injection".to_owned()))]);
+        let (c, _) =
+            read(r#"{"id2label": {"0": "BENIGN", "1": "INJECTION", "2": "JAILBREAK"}}"#).unwrap();
+        assert_eq!(c.iter().map(|(i, _)| *i).collect::<Vec<_>>(), vec![1, 2]);
+        // Labels that name nothing: class 1.
+        let (c, max) = read(r#"{"id2label": {"0": "LABEL_0", "1": "LABEL_1"}}"#).unwrap();
+        assert_eq!(c, vec![(1, Some("LABEL_1".to_owned()))]);
+        assert_eq!(max, None);
+        assert!(read("{not json").is_err());
+        assert_eq!(
+            read_config(&dir.join("missing.json")).unwrap(),
+            (vec![(1, None)], None)
+        );
+        std::fs::remove_dir_all(&dir).ok();
     }
 
     #[test]

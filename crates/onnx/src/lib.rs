@@ -1,5 +1,9 @@
-//! ONNX classifiers over one float feature vector, run by tract-onnx: the one loader and
-//! runner behind the anomaly detector's and the prompt guard's ONNX backends.
+//! ONNX classifiers run by tract-onnx: the one loader and runner behind the anomaly
+//! detector's and the prompt guard's ONNX backends. [`VectorClassifier`] reads one float
+//! feature vector (both detectors); [`TokenClassifier`] reads token ids, the interface of a
+//! transformer classifier exported from Hugging Face (the prompt guard, with its tokenizer).
+//!
+//! ## Feature vectors
 //!
 //! An artifact qualifies when it has exactly one input, a float tensor whose declared shape
 //! (where the file declares one) is `[N, dim]` or `[1, dim]` for the caller's feature
@@ -207,5 +211,326 @@ impl VectorClassifier {
             return Err(err("the model's output is not a finite number"));
         }
         Ok(f64::from(p))
+    }
+}
+
+/// What a [`TokenClassifier`] input carries, recognised by the input's name (the names
+/// Hugging Face exports use).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TokenInput {
+    /// `input_ids`: the token ids.
+    Ids,
+    /// `attention_mask`: 1 for a token, 0 for padding.
+    Mask,
+    /// `token_type_ids`: the segment of each token (0 for a single text).
+    TypeIds,
+}
+
+impl TokenInput {
+    fn of_name(name: &str) -> Option<TokenInput> {
+        match name {
+            "input_ids" => Some(TokenInput::Ids),
+            "attention_mask" => Some(TokenInput::Mask),
+            "token_type_ids" => Some(TokenInput::TypeIds),
+            _ => None,
+        }
+    }
+}
+
+/// One tokenized text for a [`TokenClassifier`]: token ids and their segment ids (the
+/// tokenizer's; empty means all 0). The attention mask is 1 for each given token.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Tokens {
+    pub ids: Vec<i64>,
+    pub type_ids: Vec<i64>,
+}
+
+/// Most texts run through the model at once (padded to the longest of them).
+const MAX_BATCH: usize = 16;
+
+/// A loaded, optimised classifier over token ids: inputs named `input_ids` (required),
+/// `attention_mask` and `token_type_ids` (optional), integer `[batch, sequence]`; the first
+/// float output read as logits, `[batch, k]` with `k` ≥ 2 (softmax; the sum over the
+/// `positive` classes)
+/// or one logit per text (`[batch, 1]` or `[batch]`, sigmoid). The sequence axis may be
+/// symbolic (any length) or fixed (texts are padded to it); a batch axis fixed at 1 scores
+/// one text per run, a symbolic one up to [`MAX_BATCH`] texts per run.
+pub struct TokenClassifier {
+    plan: Arc<TypedRunnableModel>,
+    /// The model's inputs in order.
+    inputs: Vec<(TokenInput, DatumType)>,
+    output: usize,
+    positive: Vec<usize>,
+    /// The sequence length the model declares, when it declares one.
+    fixed_len: Option<usize>,
+    batched: bool,
+}
+
+impl fmt::Debug for TokenClassifier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TokenClassifier")
+            .field("inputs", &self.inputs)
+            .field("output", &self.output)
+            .field("positive", &self.positive)
+            .field("fixed_len", &self.fixed_len)
+            .field("batched", &self.batched)
+            .finish()
+    }
+}
+
+impl TokenClassifier {
+    /// Loads and checks a token-id classifier whose classes `positive` are the attack (or
+    /// anomaly) classes (with one logit per text: `[0]`); a probe run on one padding token must succeed and give a usable
+    /// output. Never panics on a bad file.
+    pub fn load(path: &Path, positive: &[usize]) -> Result<TokenClassifier, OnnxError> {
+        if positive.is_empty() {
+            return Err(err("no class is named the positive class"));
+        }
+        let mut model = tract_onnx::onnx().model_for_path(path).map_err(err)?;
+        let outlets = model.input_outlets().map_err(err)?.to_vec();
+        let batch = model.sym("batch");
+        let seq = model.sym("sequence");
+        let mut inputs = Vec::with_capacity(outlets.len());
+        let mut fixed_len = None;
+        let mut batched = true;
+        for (i, outlet) in outlets.iter().enumerate() {
+            let name = model.node(outlet.node).name.clone();
+            let kind = TokenInput::of_name(&name).ok_or_else(|| {
+                OnnxError(format!(
+                    "the model has an input `{name}`; a token classifier reads input_ids, \
+                     attention_mask and token_type_ids"
+                ))
+            })?;
+            let fact = model.input_fact(i).map_err(err)?;
+            let dt = match fact.datum_type.concretize() {
+                None => i64::datum_type(),
+                Some(t) if t == i64::datum_type() || t == i32::datum_type() => t,
+                Some(t) => {
+                    return Err(OnnxError(format!(
+                        "the model's input `{name}` is {t:?}; integer token ids are expected"
+                    )))
+                }
+            };
+            let dims: Vec<Option<i64>> = fact
+                .shape
+                .dims()
+                .map(|d| d.concretize().and_then(|d| d.as_i64()))
+                .collect();
+            match dims.as_slice() {
+                [] if fact.shape.is_open() => {}
+                [n, l] => {
+                    match n {
+                        None => {}
+                        Some(1) => batched = false,
+                        Some(n) => {
+                            return Err(OnnxError(format!(
+                                "the model's input `{name}` has a fixed batch of {n}; 1 or a \
+                                 symbolic batch is expected"
+                            )))
+                        }
+                    }
+                    if let Some(l) = l {
+                        let l = usize::try_from(*l)
+                            .ok()
+                            .filter(|l| *l > 0)
+                            .ok_or_else(|| err("the model's sequence length is not positive"))?;
+                        if fixed_len.is_some_and(|f| f != l) {
+                            return Err(err("the model's inputs declare different lengths"));
+                        }
+                        fixed_len = Some(l);
+                    }
+                }
+                _ => {
+                    return Err(OnnxError(format!(
+                        "the model's input `{name}` is not [batch, sequence]"
+                    )))
+                }
+            }
+            if inputs.iter().any(|(k, _)| *k == kind) {
+                return Err(OnnxError(format!("the model has two `{name}` inputs")));
+            }
+            inputs.push((kind, dt));
+        }
+        if !inputs.iter().any(|(k, _)| *k == TokenInput::Ids) {
+            return Err(err(
+                "the model has no `input_ids` input; it is not a token classifier",
+            ));
+        }
+        let b: TDim = if batched { batch.into() } else { 1.into() };
+        let l: TDim = fixed_len.map_or_else(|| seq.into(), |l| l.into());
+        for (i, (_, dt)) in inputs.iter().enumerate() {
+            model = model
+                .with_input_fact(i, InferenceFact::dt_shape(*dt, tvec!(b.clone(), l.clone())))
+                .map_err(err)?;
+        }
+        let plan = model
+            .into_optimized()
+            .map_err(err)?
+            .into_runnable()
+            .map_err(err)?;
+        let mut m = TokenClassifier {
+            plan,
+            inputs,
+            output: 0,
+            positive: positive.to_vec(),
+            fixed_len,
+            batched,
+        };
+        let outs = m.run_padded(&[Tokens {
+            ids: vec![0],
+            type_ids: vec![],
+        }])?;
+        m.output = outs
+            .iter()
+            .position(|t| t.datum_type() == f32::datum_type())
+            .ok_or_else(|| err("the model has no float output"))?;
+        let width = outs
+            .get(m.output)
+            .map(|t| t.len())
+            .ok_or_else(|| err("the model's output is missing"))?;
+        if let Some(p) = positive.iter().find(|&&p| p >= width.max(1)) {
+            return Err(OnnxError(format!(
+                "class {p} is read, the model gives {width} value(s) per text"
+            )));
+        }
+        m.score_batch(&[Tokens {
+            ids: vec![0],
+            type_ids: vec![],
+        }])?;
+        Ok(m)
+    }
+
+    /// The sequence length the model declares (texts are padded or cut to it), if any.
+    pub fn fixed_len(&self) -> Option<usize> {
+        self.fixed_len
+    }
+
+    /// The positive-class probability of each text, in order. Texts longer than a fixed
+    /// sequence length are cut to it; an empty text is scored as one padding token.
+    pub fn score_batch(&self, texts: &[Tokens]) -> Result<Vec<f64>, OnnxError> {
+        let step = if self.batched { MAX_BATCH } else { 1 };
+        // Similar lengths run together, so little padding is computed.
+        let mut order: Vec<usize> = (0..texts.len()).collect();
+        order.sort_by_key(|&i| texts.get(i).map_or(0, |t| t.ids.len()));
+        let mut scores = vec![0.0; texts.len()];
+        for group in order.chunks(step) {
+            let batch: Vec<Tokens> = group
+                .iter()
+                .filter_map(|&i| texts.get(i).cloned())
+                .collect();
+            let outs = self.run_padded(&batch)?;
+            let out = outs
+                .get(self.output)
+                .ok_or_else(|| err("the model's output is missing"))?;
+            let view = out.to_plain_array_view::<f32>().map_err(err)?;
+            let values: Vec<f32> = view.iter().copied().collect();
+            if values.is_empty() || !values.len().is_multiple_of(batch.len()) {
+                return Err(OnnxError(format!(
+                    "{} output values for {} texts",
+                    values.len(),
+                    batch.len()
+                )));
+            }
+            let width = values.len() / batch.len();
+            for (row, &i) in values.chunks(width).zip(group) {
+                let p = probability(row, &self.positive)?;
+                if let Some(slot) = scores.get_mut(i) {
+                    *slot = p;
+                }
+            }
+        }
+        Ok(scores)
+    }
+
+    /// Runs the model on texts padded to one length (the longest, or the fixed length).
+    fn run_padded(&self, texts: &[Tokens]) -> Result<TVec<TValue>, OnnxError> {
+        let longest = texts.iter().map(|t| t.ids.len()).max().unwrap_or(0).max(1);
+        let len = self.fixed_len.unwrap_or(longest);
+        let n = texts.len();
+        let mut ids = vec![0i64; n * len];
+        let mut mask = vec![0i64; n * len];
+        let mut types = vec![0i64; n * len];
+        for (r, t) in texts.iter().enumerate() {
+            let take = t.ids.len().min(len);
+            let row = r * len;
+            ids[row..row + take].copy_from_slice(&t.ids[..take]);
+            mask[row..row + take.max(1)].fill(1);
+            let typed = t.type_ids.len().min(take);
+            types[row..row + typed].copy_from_slice(&t.type_ids[..typed]);
+        }
+        let mut values = TVec::new();
+        for (kind, dt) in &self.inputs {
+            let data = match kind {
+                TokenInput::Ids => &ids,
+                TokenInput::Mask => &mask,
+                TokenInput::TypeIds => &types,
+            };
+            let t = tract_ndarray::Array2::from_shape_vec((n, len), data.clone())
+                .map_err(err)?
+                .into_tensor()
+                .cast_to_dt(*dt)
+                .map_err(err)?
+                .into_owned();
+            values.push(t.into());
+        }
+        self.plan.run(values).map_err(err)
+    }
+}
+
+/// The positive classes' probability from one text's logits: softmax over two or more (the
+/// sum over `positive`), sigmoid of one.
+fn probability(logits: &[f32], positive: &[usize]) -> Result<f64, OnnxError> {
+    if logits.iter().any(|x| !x.is_finite()) {
+        return Err(err("the model's output is not a finite number"));
+    }
+    let p = match logits {
+        [] => return Err(err("empty output")),
+        [z] => 1.0 / (1.0 + (-f64::from(*z)).exp()),
+        _ => {
+            let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let exps: Vec<f64> = logits.iter().map(|z| f64::from(z - max).exp()).collect();
+            let sum: f64 = exps.iter().sum();
+            let mut e = 0.0;
+            for &p in positive {
+                e += exps
+                    .get(p)
+                    .ok_or_else(|| err("the attack class is beyond the model's output"))?;
+            }
+            (e / sum).min(1.0)
+        }
+    };
+    Ok(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn logits_become_probabilities() {
+        assert!((probability(&[0.0, 0.0], &[1]).unwrap() - 0.5).abs() < 1e-12);
+        assert!(probability(&[-3.0, 3.0], &[1]).unwrap() > 0.99);
+        assert!(probability(&[-3.0, 3.0], &[0]).unwrap() < 0.01);
+        assert!((probability(&[0.0], &[0]).unwrap() - 0.5).abs() < 1e-12);
+        assert!(probability(&[4.0], &[0]).unwrap() > 0.98);
+        // Several attack classes (benign, injection, jailbreak): their sum.
+        let p = probability(&[0.0, 0.0, 0.0, 0.0], &[1, 2]).unwrap();
+        assert!((p - 0.5).abs() < 1e-12);
+        // Large logits do not overflow.
+        assert!((probability(&[1000.0, 1000.0], &[1]).unwrap() - 0.5).abs() < 1e-12);
+        assert!(probability(&[f32::NAN, 1.0], &[1]).is_err());
+        assert!(probability(&[], &[0]).is_err());
+        assert!(probability(&[1.0, 2.0], &[2]).is_err());
+    }
+
+    #[test]
+    fn unreadable_files_are_refused() {
+        let dir = std::env::temp_dir().join(format!("steward-onnx-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("garbage.onnx");
+        std::fs::write(&path, b"not a model").unwrap();
+        assert!(TokenClassifier::load(&path, &[1]).is_err());
+        assert!(TokenClassifier::load(&dir.join("missing.onnx"), &[1]).is_err());
+        std::fs::remove_dir_all(&dir).ok();
     }
 }

@@ -103,6 +103,18 @@ impl std::fmt::Debug for TokenizedOnnxModel {
 /// The attack classes and their labels.
 type AttackClasses = Vec<(usize, Option<String>)>;
 
+/// Whether a class label names an attack: it holds one of [`ATTACK_LABELS`] and is not
+/// negated (`NOT_INJECTION`, `no-jailbreak`, `NON_MALICIOUS`).
+fn names_an_attack(label: &str) -> bool {
+    let up = label.to_uppercase();
+    let negated = up.starts_with("NON")
+        || up.starts_with("NOT")
+        || up
+            .split(|c: char| !c.is_alphanumeric())
+            .any(|w| matches!(w, "NO" | "NOT" | "NON"));
+    !negated && ATTACK_LABELS.iter().any(|w| up.contains(w))
+}
+
 /// What `config.json` says: the attack classes (with their labels) and the longest input.
 fn read_config(path: &Path) -> Result<(AttackClasses, Option<usize>), String> {
     let text = match std::fs::read_to_string(path) {
@@ -127,14 +139,13 @@ fn read_config(path: &Path) -> Result<(AttackClasses, Option<usize>), String> {
         .unwrap_or_default();
     let mut named: AttackClasses = labels
         .iter()
-        .filter(|(_, l)| {
-            let up = l.to_uppercase();
-            ATTACK_LABELS.iter().any(|w| up.contains(w))
-        })
+        .filter(|(_, l)| names_an_attack(l))
         .map(|(i, l)| (*i, Some(l.clone())))
         .collect();
     named.sort();
-    if named.is_empty() {
+    // Every class named an attack says nothing (their sum is 1): class 1, as without names.
+    if named.is_empty() || named.len() == labels.len() {
+        named.clear();
         named.push((
             1,
             labels.iter().find(|(i, _)| *i == 1).map(|(_, l)| l.clone()),
@@ -388,6 +399,13 @@ impl OnnxJob {
     }
 }
 
+/// `load` with a panic (of tract or the tokenizer on a file they did not expect) turned into
+/// an error, so that a bad file never stops the server from starting.
+fn unwinding<T>(load: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(load))
+        .unwrap_or_else(|_| Err("loading the model panicked".to_owned()))
+}
+
 /// Whether `GUARD_MODEL_PATH` names an ONNX artifact: its extension is `.onnx` (any case).
 /// Any other path is the server's own model format.
 pub fn is_onnx_path(path: &Path) -> bool {
@@ -414,7 +432,7 @@ pub fn load_configured(backend: &str, path: &Path) -> Option<Arc<dyn TextClassif
         .unwrap_or_else(|| Path::new("."))
         .join(TOKENIZER_FILE);
     let loaded: Result<Arc<dyn TextClassifier>, String> = if tokenizer.exists() {
-        TokenizedOnnxModel::load(path).map(|m| {
+        unwinding(|| TokenizedOnnxModel::load(path)).map(|m| {
             tracing::info!(
                 path = %path.display(),
                 backend,
@@ -425,7 +443,7 @@ pub fn load_configured(backend: &str, path: &Path) -> Option<Arc<dyn TextClassif
             Arc::new(m) as Arc<dyn TextClassifier>
         })
     } else {
-        OnnxGuardModel::load(path)
+        unwinding(|| OnnxGuardModel::load(path))
             .map(|m| {
                 tracing::info!(path = %path.display(), backend, "ONNX guard model loaded");
                 Arc::new(m) as Arc<dyn TextClassifier>
@@ -488,6 +506,32 @@ mod tests {
         let (c, _) =
             read(r#"{"id2label": {"0": "BENIGN", "1": "INJECTION", "2": "JAILBREAK"}}"#).unwrap();
         assert_eq!(c.iter().map(|(i, _)| *i).collect::<Vec<_>>(), vec![1, 2]);
+        // Negated labels are not attacks.
+        let (c, _) = read(r#"{"id2label": {"0": "NOT_INJECTION", "1": "INJECTION"}}"#).unwrap();
+        assert_eq!(c, vec![(1, Some("INJECTION".to_owned()))]);
+        let (c, _) = read(r#"{"id2label": {"0": "unsafe", "1": "non-malicious"}}"#).unwrap();
+        assert_eq!(c, vec![(0, Some("unsafe".to_owned()))]);
+        for benign in [
+            "NO_ATTACK",
+            "no jailbreak",
+            "NONMALICIOUS",
+            "Not harmful",
+            "SAFE",
+        ] {
+            assert!(!names_an_attack(benign), "{benign}");
+        }
+        for attack in [
+            "INJECTION",
+            "jailbreak",
+            "UNSAFE",
+            "prompt_attack",
+            "Malicious",
+        ] {
+            assert!(names_an_attack(attack), "{attack}");
+        }
+        // Every class an attack: no information, class 1.
+        let (c, _) = read(r#"{"id2label": {"0": "INJECTION", "1": "JAILBREAK"}}"#).unwrap();
+        assert_eq!(c, vec![(1, Some("JAILBREAK".to_owned()))]);
         // Labels that name nothing: class 1.
         let (c, max) = read(r#"{"id2label": {"0": "LABEL_0", "1": "LABEL_1"}}"#).unwrap();
         assert_eq!(c, vec![(1, Some("LABEL_1".to_owned()))]);
@@ -498,6 +542,13 @@ mod tests {
             (vec![(1, None)], None)
         );
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn a_panicking_load_is_an_error() {
+        let r: Result<(), String> = unwinding(|| panic!("tract did not expect this file"));
+        assert_eq!(r, Err("loading the model panicked".to_owned()));
+        assert_eq!(unwinding(|| Ok::<u8, String>(1)), Ok(1));
     }
 
     #[test]

@@ -217,7 +217,7 @@ impl VectorClassifier {
 /// What a [`TokenClassifier`] input carries, recognised by the input's name (the names
 /// Hugging Face exports use).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum TokenInput {
+enum InputRole {
     /// `input_ids`: the token ids.
     Ids,
     /// `attention_mask`: 1 for a token, 0 for padding.
@@ -226,12 +226,12 @@ enum TokenInput {
     TypeIds,
 }
 
-impl TokenInput {
-    fn of_name(name: &str) -> Option<TokenInput> {
+impl InputRole {
+    fn of_name(name: &str) -> Option<InputRole> {
         match name {
-            "input_ids" => Some(TokenInput::Ids),
-            "attention_mask" => Some(TokenInput::Mask),
-            "token_type_ids" => Some(TokenInput::TypeIds),
+            "input_ids" => Some(InputRole::Ids),
+            "attention_mask" => Some(InputRole::Mask),
+            "token_type_ids" => Some(InputRole::TypeIds),
             _ => None,
         }
     }
@@ -258,7 +258,7 @@ const MAX_BATCH: usize = 16;
 pub struct TokenClassifier {
     plan: Arc<TypedRunnableModel>,
     /// The model's inputs in order.
-    inputs: Vec<(TokenInput, DatumType)>,
+    inputs: Vec<(InputRole, DatumType)>,
     output: usize,
     positive: Vec<usize>,
     /// The sequence length the model declares, when it declares one.
@@ -295,7 +295,7 @@ impl TokenClassifier {
         let mut batched = true;
         for (i, outlet) in outlets.iter().enumerate() {
             let name = model.node(outlet.node).name.clone();
-            let kind = TokenInput::of_name(&name).ok_or_else(|| {
+            let kind = InputRole::of_name(&name).ok_or_else(|| {
                 OnnxError(format!(
                     "the model has an input `{name}`; a token classifier reads input_ids, \
                      attention_mask and token_type_ids"
@@ -351,7 +351,7 @@ impl TokenClassifier {
             }
             inputs.push((kind, dt));
         }
-        if !inputs.iter().any(|(k, _)| *k == TokenInput::Ids) {
+        if !inputs.iter().any(|(k, _)| *k == InputRole::Ids) {
             return Err(err(
                 "the model has no `input_ids` input; it is not a token classifier",
             ));
@@ -461,9 +461,9 @@ impl TokenClassifier {
         let mut values = TVec::new();
         for (kind, dt) in &self.inputs {
             let data = match kind {
-                TokenInput::Ids => &ids,
-                TokenInput::Mask => &mask,
-                TokenInput::TypeIds => &types,
+                InputRole::Ids => &ids,
+                InputRole::Mask => &mask,
+                InputRole::TypeIds => &types,
             };
             let t = tract_ndarray::Array2::from_shape_vec((n, len), data.clone())
                 .map_err(err)?

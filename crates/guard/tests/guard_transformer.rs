@@ -330,3 +330,51 @@ fn timing() {
         );
     }
 }
+
+/// `fixtures/guard/token_logit/` (`make_token_logit.py`): a model whose batch is fixed at 1,
+/// with no `token_type_ids` and one logit per text.
+#[test]
+fn a_model_with_one_logit_and_a_fixed_batch_serves() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/guard/token_logit");
+    let reference: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture.join("reference.json")).unwrap())
+            .unwrap();
+    // Read directly: the class (1 by default) is ignored for one logit, read by a sigmoid.
+    let m = steward_onnx::TokenClassifier::load(&fixture.join("model.onnx"), &[1]).unwrap();
+    let probes = reference["probes"].as_array().unwrap();
+    let tokens: Vec<steward_onnx::Tokens> = probes
+        .iter()
+        .map(|p| steward_onnx::Tokens {
+            ids: p["input_ids"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_i64().unwrap())
+                .collect(),
+            type_ids: vec![],
+        })
+        .collect();
+    // Three texts of different lengths: one run each (the batch is fixed at 1).
+    let scores = m.score_batch(&tokens).unwrap();
+    for (p, s) in probes.iter().zip(&scores) {
+        let logit = p["logit"].as_f64().unwrap();
+        let expected = 1.0 / (1.0 + (-logit).exp());
+        assert!((s - expected).abs() < 1e-5, "{s} vs {expected}");
+    }
+    // Through the guard, with the test transformer's tokenizer beside it and no config.
+    let scratch = std::env::temp_dir().join(format!("guard-token-logit-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).unwrap();
+    std::fs::copy(fixture.join("model.onnx"), scratch.join("model.onnx")).unwrap();
+    std::fs::copy(dir().join("tokenizer.json"), scratch.join("tokenizer.json")).unwrap();
+    let g = TokenizedOnnxModel::load(&scratch.join("model.onnx")).unwrap();
+    let texts: Vec<String> = (0..20)
+        .map(|i| format!("request {i}: {}", "word ".repeat(i)))
+        .collect();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let many = g.score_many(&refs).unwrap();
+    for (t, s) in refs.iter().zip(&many) {
+        assert_eq!(g.score_canonical(t).unwrap(), *s, "{t}");
+    }
+    assert!(load_configured("onnx", &scratch.join("model.onnx")).is_some());
+    std::fs::remove_dir_all(&scratch).ok();
+}

@@ -280,8 +280,10 @@ impl fmt::Debug for TokenClassifier {
 
 impl TokenClassifier {
     /// Loads and checks a token-id classifier whose classes `positive` are the attack (or
-    /// anomaly) classes (with one logit per text: `[0]`); a probe run on one padding token must succeed and give a usable
-    /// output. Never panics on a bad file.
+    /// anomaly) classes of its logits (ignored for a model with one logit per text, read
+    /// through a sigmoid); a probe run on one padding token must succeed and give a usable
+    /// output. A file tract cannot read is an error (a panic inside tract is the caller's to
+    /// catch).
     pub fn load(path: &Path, positive: &[usize]) -> Result<TokenClassifier, OnnxError> {
         if positive.is_empty() {
             return Err(err("no class is named the positive class"));
@@ -388,7 +390,7 @@ impl TokenClassifier {
             .get(m.output)
             .map(|t| t.len())
             .ok_or_else(|| err("the model's output is missing"))?;
-        if let Some(p) = positive.iter().find(|&&p| p >= width.max(1)) {
+        if let Some(p) = positive.iter().find(|&&p| width >= 2 && p >= width) {
             return Err(OnnxError(format!(
                 "class {p} is read, the model gives {width} value(s) per text"
             )));

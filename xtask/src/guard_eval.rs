@@ -15,6 +15,12 @@
 //! source?}`) instead: the whole guard with a model trained on all of `--data` and the corpus,
 //! the share blocked per source (the part of `source` before `#`) and label.
 //!
+//! `--onnx PATH [--backend onnx|hybrid]` adds an ONNX classifier to the ML detector, as
+//! `GUARD_MODEL_PATH` and `GUARD_MODEL_BACKEND` (default `hybrid`) do in the server: a model
+//! of the feature vector, or a transformer with its `tokenizer.json` beside it. The file is
+//! the operator's and is not retrained per split, so its held-out figures are held out only
+//! if it never saw those sources.
+//!
 //! Both read the built-in corpus from `--corpus` (default `fixtures/guard/corpus.jsonl`), so a
 //! corpus change is evaluated without rebuilding.
 
@@ -22,6 +28,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
+use steward_guard::onnx::{Backend, TextClassifier};
 use steward_guard::policy::{PolicyDetector, Signals, CONFIDENT_ML};
 use steward_guard::{aggregate, AggregateConfig, GuardEngine, MlModel, TrainOptions};
 
@@ -118,6 +125,32 @@ struct Args {
     /// whole guard with a model trained on all of `--data` and the corpus (the shipped model's
     /// training), per `source` (the part before `#`).
     external: Vec<PathBuf>,
+    /// `--onnx PATH`: an ONNX classifier beside the native model (`GUARD_MODEL_PATH`).
+    onnx: Option<PathBuf>,
+    /// `--backend onnx|hybrid` (default `hybrid`): how it combines (`GUARD_MODEL_BACKEND`).
+    backend: String,
+}
+
+/// The ONNX classifier of `--onnx`, with its backend.
+type Onnx = Option<(std::sync::Arc<dyn TextClassifier>, Backend)>;
+
+/// Loads `--onnx` as the server would; a file that does not load is an error here.
+fn onnx_of(a: &Args) -> Result<Onnx> {
+    let Some(path) = &a.onnx else {
+        return Ok(None);
+    };
+    let backend = Backend::parse(&a.backend);
+    if backend == Backend::Native {
+        bail!("--backend must be onnx or hybrid, not {}", a.backend);
+    }
+    let (model, what) = steward_guard::onnx::load_file(path)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    println!(
+        "ML detector: the native model and {}, {what} ({})",
+        path.display(),
+        a.backend
+    );
+    Ok(Some((model, backend)))
 }
 
 fn args(rest: &[String]) -> Result<Args> {
@@ -127,11 +160,21 @@ fn args(rest: &[String]) -> Result<Args> {
         corpus: PathBuf::from("fixtures/guard/corpus.jsonl"),
         misses: None,
         external: Vec::new(),
+        onnx: None,
+        backend: "hybrid".to_owned(),
     };
     let mut it = rest.iter();
     while let Some(flag) = it.next() {
         if flag == "--misses" {
             a.misses = Some(it.next().context("--misses needs a value")?.into());
+            continue;
+        }
+        if flag == "--onnx" {
+            a.onnx = Some(it.next().context("--onnx needs a value")?.into());
+            continue;
+        }
+        if flag == "--backend" {
+            a.backend = it.next().context("--backend needs a value")?.clone();
             continue;
         }
         if flag == "--external" {
@@ -292,6 +335,7 @@ fn score_split(
     test: &[&Sample],
     builtin: &[(String, bool)],
     policy: &PolicyDetector,
+    onnx: &Onnx,
 ) -> Result<Vec<Row>> {
     let mut samples: Vec<(String, bool, u32)> = train_set
         .iter()
@@ -300,7 +344,10 @@ fn score_split(
     samples.extend(builtin.iter().map(|(t, y)| (t.clone(), *y, 0)));
     let model = train(&samples)?;
     let cfg = AggregateConfig::default();
-    let engine = GuardEngine::new(cfg, Some(model));
+    let mut engine = GuardEngine::new(cfg, Some(model));
+    if let Some((m, backend)) = onnx {
+        engine = engine.with_onnx(Some(m.clone()), *backend);
+    }
     let mut rows = Vec::with_capacity(test.len());
     for (index, s) in test.iter().enumerate() {
         let a = engine.analyze(&s.text);
@@ -359,15 +406,17 @@ const CUTS: [f64; 6] = [0.6, 0.65, 0.7, 0.75, 0.8, 0.85];
 const BREAKDOWN_HEAD: &str = "| held-out prompts | n | blocked | by rules | by policy phrasings | confident ML | ML only | cut 0.60 | cut 0.65 | cut 0.70 | cut 0.75 | cut 0.80 | cut 0.85 |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|";
 
 pub fn guard_eval(rest: &[String]) -> Result<()> {
+    let a = args(rest)?;
+    let onnx = onnx_of(&a)?;
     let Args {
         data,
         corpus: corpus_path,
         misses,
         external,
         ..
-    } = args(rest)?;
+    } = a;
     if !external.is_empty() {
-        return external_eval(&data, &corpus_path, &external, misses.as_deref());
+        return external_eval(&data, &corpus_path, &external, misses.as_deref(), &onnx);
     }
     let mut wrong: Vec<serde_json::Value> = Vec::new();
     let all = load(&data)?;
@@ -390,7 +439,7 @@ pub fn guard_eval(rest: &[String]) -> Result<()> {
     for f in &files {
         let train_set: Vec<&Sample> = all.iter().filter(|s| &s.file != f).collect();
         let test: Vec<&Sample> = all.iter().filter(|s| &s.file == f).collect();
-        let rows = score_split(&train_set, &test, &builtin, &policy)?;
+        let rows = score_split(&train_set, &test, &builtin, &policy, &onnx)?;
         for row in rows
             .iter()
             .filter(|r| (r.whole >= cfg.threshold_block) != r.attack)
@@ -440,7 +489,7 @@ pub fn guard_eval(rest: &[String]) -> Result<()> {
             .filter(|(i, _)| i % 5 == fold)
             .map(|(_, s)| s)
             .collect();
-        rows.extend(score_split(&train_set, &test, &builtin, &policy)?);
+        rows.extend(score_split(&train_set, &test, &builtin, &policy, &onnx)?);
     }
     println!(
         "{}",
@@ -476,6 +525,7 @@ fn external_eval(
     corpus_path: &Path,
     files: &[PathBuf],
     misses: Option<&Path>,
+    onnx: &Onnx,
 ) -> Result<()> {
     let all = load(data)?;
     let builtin = corpus(corpus_path)?;
@@ -496,7 +546,7 @@ fn external_eval(
         }
     }
     let test: Vec<&Sample> = tests.iter().map(|(_, s)| s).collect();
-    let rows = score_split(&train_set, &test, &builtin, &policy)?;
+    let rows = score_split(&train_set, &test, &builtin, &policy, onnx)?;
     let mut per: std::collections::BTreeMap<(String, bool), (usize, usize)> =
         std::collections::BTreeMap::new();
     let mut wrong = Vec::new();

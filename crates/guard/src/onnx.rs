@@ -414,6 +414,40 @@ pub fn is_onnx_path(path: &Path) -> bool {
         .is_some_and(|e| e.eq_ignore_ascii_case("onnx"))
 }
 
+/// Loads an ONNX guard model file (an `.onnx` path that exists): with a `tokenizer.json`
+/// beside it a transformer over token ids (interface (b)), else a model of the feature vector
+/// (a). Returns the model and what it is, in words, or why it was refused; a panic while
+/// loading is a refusal.
+pub fn load_file(path: &Path) -> Result<(Arc<dyn TextClassifier>, String), String> {
+    let tokenizer = path
+        .parent()
+        .unwrap_or_else(|| Path::new("."))
+        .join(TOKENIZER_FILE);
+    if tokenizer.exists() {
+        unwinding(|| TokenizedOnnxModel::load(path)).map(|m| {
+            let what = format!(
+                "a transformer over token ids (attack classes {}, at most {} tokens)",
+                m.attack_classes(),
+                m.max_tokens()
+            );
+            (Arc::new(m) as Arc<dyn TextClassifier>, what)
+        })
+    } else {
+        unwinding(|| OnnxGuardModel::load(path))
+            .map(|m| {
+                (
+                    Arc::new(m) as Arc<dyn TextClassifier>,
+                    "a model of the feature vector".to_owned(),
+                )
+            })
+            .map_err(|e| {
+                format!(
+                    "{e} (a transformer over token ids needs its {TOKENIZER_FILE} beside the model)"
+                )
+            })
+    }
+}
+
 /// The artifact the settings ask for, loaded once at start-up: only with the `onnx` or
 /// `hybrid` backend and an `.onnx` path. With a `tokenizer.json` beside it the file is a
 /// transformer over token ids (interface (b)), else a model of the feature vector (a). A
@@ -427,33 +461,10 @@ pub fn load_configured(backend: &str, path: &Path) -> Option<Arc<dyn TextClassif
         tracing::info!(path = %path.display(), "no ONNX guard model at GUARD_MODEL_PATH; the native model serves");
         return None;
     }
-    let tokenizer = path
-        .parent()
-        .unwrap_or_else(|| Path::new("."))
-        .join(TOKENIZER_FILE);
-    let loaded: Result<Arc<dyn TextClassifier>, String> = if tokenizer.exists() {
-        unwinding(|| TokenizedOnnxModel::load(path)).map(|m| {
-            tracing::info!(
-                path = %path.display(),
-                backend,
-                attack_classes = %m.attack_classes(),
-                max_tokens = m.max_tokens(),
-                "ONNX guard model (a transformer over token ids) loaded"
-            );
-            Arc::new(m) as Arc<dyn TextClassifier>
-        })
-    } else {
-        unwinding(|| OnnxGuardModel::load(path))
-            .map(|m| {
-                tracing::info!(path = %path.display(), backend, "ONNX guard model loaded");
-                Arc::new(m) as Arc<dyn TextClassifier>
-            })
-            .map_err(|e| {
-                format!(
-                    "{e} (a transformer over token ids needs its {TOKENIZER_FILE} beside the model)"
-                )
-            })
-    };
+    let loaded = load_file(path).map(|(m, what)| {
+        tracing::info!(path = %path.display(), backend, "ONNX guard model loaded: {what}");
+        m
+    });
     match loaded {
         Ok(m) => Some(m),
         Err(e) => {

@@ -8,3 +8,7 @@ cd "$ROOT"
 # shellcheck source=../lib/xtask.sh
 source "$ROOT/.ci/lib/xtask.sh"
 $XTASK guard-eval --data "$SHARED/guard-data"
+# The ONNX backend's transformer interface inside the whole guard, on the hand-written probes
+# (docs/guard.md, "Interface (b)"): the option an operator measures a model with.
+$XTASK guard-eval --data "$SHARED/guard-data" --external fixtures/guard/probes.jsonl \
+  --onnx fixtures/guard/transformer/model.onnx --backend hybrid

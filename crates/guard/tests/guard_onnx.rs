@@ -10,6 +10,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -347,22 +349,10 @@ fn timing() {
                 p
             })
             .collect();
-        let p50 = |e: &GuardEngine| {
-            let mut t: Vec<f64> = prompts
-                .iter()
-                .map(|p| {
-                    let t = Instant::now();
-                    e.analyze(p);
-                    t.elapsed().as_secs_f64() * 1e6
-                })
-                .collect();
-            t.sort_by(f64::total_cmp);
-            t[t.len() / 2]
-        };
         eprintln!(
             "analysis of a {bytes}-byte prompt, p50: native {:.0} µs, hybrid with the artifact {:.0} µs",
-            p50(&native_engine),
-            p50(&onnx_engine)
+            common::analysis_p50(&native_engine, &prompts) * 1e6,
+            common::analysis_p50(&onnx_engine, &prompts) * 1e6
         );
     }
     // A sanity bound (the figures above are the documented ones).

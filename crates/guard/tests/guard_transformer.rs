@@ -9,6 +9,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -311,22 +313,10 @@ fn timing() {
                 p
             })
             .collect();
-        let p50 = |e: &GuardEngine| {
-            let mut t: Vec<f64> = prompts
-                .iter()
-                .map(|p| {
-                    let t = Instant::now();
-                    e.analyze(p);
-                    t.elapsed().as_secs_f64() * 1e3
-                })
-                .collect();
-            t.sort_by(f64::total_cmp);
-            t[t.len() / 2]
-        };
         eprintln!(
             "analysis of a {bytes}-byte prompt, p50: native {:.2} ms, onnx with the test transformer {:.2} ms",
-            p50(&native),
-            p50(&onnx)
+            common::analysis_p50(&native, &prompts) * 1e3,
+            common::analysis_p50(&onnx, &prompts) * 1e3
         );
     }
 }

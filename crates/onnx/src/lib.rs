@@ -79,6 +79,14 @@ fn err(e: impl fmt::Display) -> OnnxError {
     OnnxError(e.to_string())
 }
 
+/// The dimensions an input declares: a number where it is fixed, `None` where it is symbolic.
+fn declared_dims(fact: &InferenceFact) -> Vec<Option<i64>> {
+    fact.shape
+        .dims()
+        .map(|d| d.concretize().and_then(|d| d.as_i64()))
+        .collect()
+}
+
 /// A loaded, optimised classifier over `float [1, dim]`.
 pub struct VectorClassifier {
     plan: Arc<TypedRunnableModel>,
@@ -116,11 +124,7 @@ impl VectorClassifier {
                 )));
             }
         }
-        let dims: Vec<Option<i64>> = fact
-            .shape
-            .dims()
-            .map(|d| d.concretize().and_then(|d| d.as_i64()))
-            .collect();
+        let dims = declared_dims(fact);
         let fits = match dims.as_slice() {
             [] => fact.shape.is_open(),
             [n, d] => n.is_none_or(|n| n == 1) && d.is_none_or(|d| d == dim as i64),
@@ -313,11 +317,7 @@ impl TokenClassifier {
                     )))
                 }
             };
-            let dims: Vec<Option<i64>> = fact
-                .shape
-                .dims()
-                .map(|d| d.concretize().and_then(|d| d.as_i64()))
-                .collect();
+            let dims = declared_dims(fact);
             match dims.as_slice() {
                 [] if fact.shape.is_open() => {}
                 [n, l] => {

@@ -125,7 +125,7 @@ pub struct ProblemField {
 /// - a path parameter for each `{name}` of the path that the operation does not describe;
 /// - problem responses (`application/problem+json`, schema `Problem`) for the statuses every
 ///   operation of its kind can answer: 401/403 when a credential is needed, 404 with path
-///   parameters, 413/422 with a request body, 422 with query parameters, 503 always (a store is
+///   parameters, 408/413/422 with a request body, 422 with query parameters, 503 always (a store is
 ///   unavailable), unless the operation documents that status itself.
 struct Conventions;
 
@@ -221,6 +221,10 @@ impl utoipa::Modify for Conventions {
                     statuses.push(("404", "no such resource in the caller's tenant"));
                 }
                 if op.request_body.is_some() {
+                    statuses.push((
+                        "408",
+                        "the body did not arrive within REQUEST_BODY_TIMEOUT_SECONDS",
+                    ));
                     statuses.push(("413", "the body is larger than MAX_REQUEST_BODY_BYTES"));
                 }
                 if op.request_body.is_some() || has_query {

@@ -177,6 +177,8 @@ pub struct Settings {
     /// default: exports and clustering 30 s, training 10 s, the SIEM sender 15 s).
     pub job_lease_seconds: Option<u64>,
     pub max_request_body_bytes: usize,
+    /// `REQUEST_BODY_TIMEOUT_SECONDS`: how long a request body may take to arrive (408 after).
+    pub request_body_timeout_seconds: u64,
     pub log_level: LogLevel,
     pub log_json: bool,
     pub model_storage_path: PathBuf,
@@ -409,6 +411,7 @@ impl Settings {
             r.errors
                 .push("MAX_REQUEST_BODY_BYTES: must be at least 1024".to_owned());
         }
+        let request_body_timeout_seconds = r.positive("REQUEST_BODY_TIMEOUT_SECONDS", 30);
         let log_level = match r
             .one_of(
                 "LOG_LEVEL",
@@ -612,6 +615,7 @@ impl Settings {
             export_storage_path,
             job_lease_seconds,
             max_request_body_bytes,
+            request_body_timeout_seconds,
             log_level,
             log_json,
             model_storage_path,

@@ -14,12 +14,25 @@ use tracing_subscriber::EnvFilter;
 
 use crate::settings::LogLevel;
 
+/// `LOG_LEVEL` for Steward and its libraries, except two sources of noise: actix-server's
+/// worker start-up lines, and actix-http's codec, which logs every request it cannot parse
+/// (a URI over 64 KiB, conflicting lengths, a NUL in a header) at ERROR although the client
+/// is at fault and was answered 400/431/408: anyone could otherwise fill the log at ERROR
+/// level without a credential. `LOG_LEVEL=debug` shows them again.
+fn default_directives(level: LogLevel) -> String {
+    let mut d = format!("{},actix_server=warn", level.filter());
+    if !matches!(level, LogLevel::Debug) {
+        d.push_str(",actix_http::h1::dispatcher=off");
+    }
+    d
+}
+
 /// Installs the global subscriber. `RUST_LOG`, when set, refines `LOG_LEVEL`.
 pub fn init_logging(level: LogLevel, json: bool) {
     let filter = std::env::var("RUST_LOG")
         .ok()
         .and_then(|v| EnvFilter::try_new(v).ok())
-        .unwrap_or_else(|| EnvFilter::new(format!("{},actix_server=warn", level.filter())));
+        .unwrap_or_else(|| EnvFilter::new(default_directives(level)));
     let result = if json {
         tracing_subscriber::fmt()
             .with_env_filter(filter)
@@ -146,5 +159,18 @@ where
             line.entry(k).or_insert(v);
         }
         writeln!(writer, "{}", Value::Object(line))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codec_errors_are_hidden_below_debug() {
+        assert!(default_directives(LogLevel::Info).contains("actix_http::h1::dispatcher=off"));
+        assert!(default_directives(LogLevel::Error).contains("actix_http::h1::dispatcher=off"));
+        assert!(!default_directives(LogLevel::Debug).contains("actix_http"));
+        assert!(default_directives(LogLevel::Info).starts_with("info,"));
     }
 }

@@ -4,85 +4,20 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
+mod process;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use process::{free_port, request, start};
 use serde_json::{json, Value};
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or(18_999)
-}
-
-/// A minimal HTTP/1.1 client: one request per connection.
-fn request(
-    port: u16,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: Option<&Value>,
-) -> Option<(u16, Value)> {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .ok()?;
-    let body = body.map(|b| b.to_string()).unwrap_or_default();
-    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
-    if !body.is_empty() {
-        head.push_str("Content-Type: application/json\r\n");
-    }
-    for (k, v) in headers {
-        head.push_str(&format!("{k}: {v}\r\n"));
-    }
-    head.push_str("\r\n");
-    stream.write_all(head.as_bytes()).ok()?;
-    stream.write_all(body.as_bytes()).ok()?;
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).ok()?;
-    let text = String::from_utf8_lossy(&raw);
-    let (head, rest) = text.split_once("\r\n\r\n")?;
-    let status = head.split_whitespace().nth(1)?.parse().ok()?;
-    Some((status, serde_json::from_str(rest).unwrap_or(Value::Null)))
-}
-
-fn start(database_url: &str, port: u16, dir: &std::path::Path) -> Child {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_steward"))
-        .current_dir(dir)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOST", "127.0.0.1")
-        .env("PORT", port.to_string())
-        .env("DATABASE_URL", database_url)
-        .env("ADMIN_API_KEY", "crash-admin")
-        .env("ENVIRONMENT", "test")
-        .env("LOG_LEVEL", "ERROR")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start the server: {e}"));
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        if request(port, "GET", "/health", &[], None).is_some_and(|(s, _)| s == 200) {
-            return child;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    panic!("the server did not become healthy");
-}
 
 fn crash_and_recover(database_url: &str) {
     let dir = std::env::temp_dir().join(format!("steward-crash-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
     let port = free_port();
-    let mut server = start(database_url, port, &dir);
+    let mut server = start(database_url, port, &dir, &[]);
 
     let (status, tenant) = request(
         port,
@@ -149,7 +84,7 @@ fn crash_and_recover(database_url: &str) {
         acked.len()
     );
 
-    let mut server = start(database_url, port, &dir);
+    let mut server = start(database_url, port, &dir, &[]);
     let auth = [("X-API-Key", key.as_str())];
     for id in &acked {
         let (status, _) = request(port, "GET", &format!("/api/v1/audit/{id}"), &auth, None)

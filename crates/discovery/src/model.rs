@@ -12,6 +12,12 @@ use time::OffsetDateTime;
 
 /// Evidence items kept per candidate (the newest).
 pub const EVIDENCE_KEPT: usize = 50;
+/// Largest `evidence` object of one ingest event, in bytes of compact JSON (422 beyond).
+pub const EVIDENCE_DATA_MAX: usize = 8192;
+/// Most evidence bytes (compact JSON of the items) kept per candidate: the oldest items go
+/// first, the newest always stays. With the 50 items it bounds a candidate's size, and so
+/// the answer of a batch that names one candidate a thousand times.
+pub const EVIDENCE_BYTES_KEPT: usize = 32_768;
 /// Longest candidate name.
 pub const NAME_MAX: usize = 128;
 /// Longest fingerprint.
@@ -112,7 +118,33 @@ fn keep_newest(mut items: Vec<Value>) -> Vec<Value> {
     if items.len() > EVIDENCE_KEPT {
         items.drain(..items.len() - EVIDENCE_KEPT);
     }
+    let sizes: Vec<usize> = items.iter().map(json_len).collect();
+    let mut total: usize = sizes.iter().sum();
+    let mut drop = 0;
+    while total > EVIDENCE_BYTES_KEPT && drop + 1 < items.len() {
+        total -= sizes[drop];
+        drop += 1;
+    }
+    items.drain(..drop);
     items
+}
+
+/// Bytes of a value as compact JSON.
+pub fn json_len(v: &Value) -> usize {
+    serde_json::to_vec(v).map_or(0, |b| b.len())
+}
+
+/// Evidence data from a source Steward does not validate field by field (a webhook's
+/// payload, an anomaly report): kept as it is up to `EVIDENCE_DATA_MAX` bytes, else replaced
+/// by its size and the start of its JSON text.
+pub fn bounded_data(data: Value) -> Value {
+    let len = json_len(&data);
+    if len <= EVIDENCE_DATA_MAX {
+        return data;
+    }
+    let text = data.to_string();
+    let preview: String = text.chars().take(1024).collect();
+    json!({"truncated": true, "bytes": len, "preview": preview})
 }
 
 impl CandidateRow {
@@ -266,6 +298,33 @@ mod tests {
             data: json!({"n": name}),
             observed_at: at,
         }
+    }
+
+    #[test]
+    fn evidence_is_bounded_in_bytes_and_the_newest_stays() {
+        let big = |i: usize| json!({"i": i, "blob": "z".repeat(7000)});
+        let kept = keep_newest((0..20).map(big).collect());
+        let total: usize = kept.iter().map(json_len).sum();
+        assert!(total <= EVIDENCE_BYTES_KEPT, "{total}");
+        assert_eq!(kept.len(), 4);
+        assert_eq!(kept.last().unwrap()["i"], 19, "the newest is kept");
+        assert_eq!(kept[0]["i"], 16, "the oldest go first");
+        // Small items: only the count bound applies.
+        let small = keep_newest((0..60).map(|i| json!({"i": i})).collect());
+        assert_eq!(small.len(), EVIDENCE_KEPT);
+        // A single item over the byte bound stays: the newest is never dropped.
+        let one = keep_newest(vec![json!({"blob": "z".repeat(40_000)})]);
+        assert_eq!(one.len(), 1);
+    }
+
+    #[test]
+    fn unvalidated_data_is_cut_to_a_preview() {
+        let small = json!({"a": 1});
+        assert_eq!(bounded_data(small.clone()), small);
+        let big = bounded_data(json!({"blob": "z".repeat(100_000)}));
+        assert_eq!(big["truncated"], true);
+        assert!(big["bytes"].as_u64().unwrap() > 100_000);
+        assert!(json_len(&big) < 2 * 1024);
     }
 
     #[test]

@@ -26,8 +26,9 @@ use steward_store::{with_conn, DbPool, DbResultExt, Id, Ts};
 use time::OffsetDateTime;
 
 use crate::model::{
-    fingerprint_of_name, truncate_chars, Candidate, CandidateRow, Observation, CONFIRMED,
-    DISMISSED, FINGERPRINT_MAX, NAME_MAX, PENDING, SOURCE_MAX,
+    bounded_data, fingerprint_of_name, json_len, truncate_chars, Candidate, CandidateRow,
+    Observation, CONFIRMED, DISMISSED, EVIDENCE_DATA_MAX, FINGERPRINT_MAX, NAME_MAX, PENDING,
+    SOURCE_MAX,
 };
 
 /// Events in one batch ingest.
@@ -121,6 +122,14 @@ fn read_event(f: &mut Fields<'_>, observed_at: OffsetDateTime) -> Option<Observa
     let suggested_type = f.optional_enum("type", &AGENT_TYPES).map(str::to_owned);
     let capabilities = f.optional_str_array("capabilities", CAPABILITY_MAX);
     let data = f.optional_object("evidence").cloned();
+    if let Some(d) = &data {
+        if json_len(&Value::Object(d.clone())) > EVIDENCE_DATA_MAX {
+            f.error(
+                "evidence",
+                format!("must be at most {EVIDENCE_DATA_MAX} bytes of JSON"),
+            );
+        }
+    }
     if f.has_errors() {
         return None;
     }
@@ -611,7 +620,7 @@ impl Discovery {
             source: truncate_chars(source, SOURCE_MAX),
             suggested_type: None,
             capabilities: Vec::new(),
-            data,
+            data: bounded_data(data),
             observed_at: clock::now(),
         };
         let results = self.apply(tenant, &[vec![event]]).await?;
@@ -857,6 +866,11 @@ mod tests {
         );
         assert_eq!(paths(json!({})), ["name"]);
         assert_eq!(paths(json!({"name": "x".repeat(129)})), ["name"]);
+        assert_eq!(
+            paths(json!({"name": "x", "evidence": {"blob": "z".repeat(EVIDENCE_DATA_MAX)}})),
+            ["evidence"]
+        );
+        assert!(paths(json!({"name": "x", "evidence": {"blob": "z".repeat(8000)}})).is_empty());
     }
 
     #[test]

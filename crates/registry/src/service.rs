@@ -901,7 +901,9 @@ impl Registry {
         };
         let (total, top) = {
             let index = index.read().unwrap_or_else(|e| e.into_inner());
-            index.search(&query, (page.skip + page.limit) as usize)
+            // `skip` may be any integer ≥ 0 (contract §4): the window's end saturates.
+            let end = usize::try_from(page.skip.saturating_add(page.limit)).unwrap_or(usize::MAX);
+            index.search(&query, end)
         };
         let total = total as i64;
         let window: Vec<(Id, f32)> = top

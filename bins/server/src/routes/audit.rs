@@ -89,7 +89,7 @@ pub async fn export(state: State, caller: ApiCaller, q: QueryPairs) -> ApiResult
 }
 
 /// Export entries as a JSON array (same filters as `/audit/export`).
-#[utoipa::path(get, path = "/api/v1/audit/export/json", tag = "audit", security(("ApiKey" = []), ("bearer" = [])), params(("agent_id" = Option<String>, Query), ("action" = Option<String>, Query), ("start_date" = Option<String>, Query), ("end_date" = Option<String>, Query)), responses((status = 200, content_type = "application/json", description = "the entries"), (status = 422, description = "too many entries for a synchronous export (`export_too_large`) or bad filters")))]
+#[utoipa::path(get, path = "/api/v1/audit/export/json", tag = "audit", security(("ApiKey" = []), ("bearer" = [])), params(crate::routes::schemas::ExportLimit, crate::routes::schemas::AuditFilters), responses((status = 200, content_type = "application/json", description = "the entries"), (status = 422, description = "too many entries for a synchronous export (`export_too_large`) or bad filters")))]
 pub async fn export_json(
     state: State,
     caller: ApiCaller,
@@ -99,7 +99,7 @@ pub async fn export_json(
 }
 
 /// Export entries as CSV (same filters as `/audit/export`).
-#[utoipa::path(get, path = "/api/v1/audit/export/csv", tag = "audit", security(("ApiKey" = []), ("bearer" = [])), params(("agent_id" = Option<String>, Query), ("action" = Option<String>, Query), ("start_date" = Option<String>, Query), ("end_date" = Option<String>, Query)), responses((status = 200, content_type = "text/csv", description = "the entries"), (status = 422, description = "too many entries for a synchronous export (`export_too_large`) or bad filters")))]
+#[utoipa::path(get, path = "/api/v1/audit/export/csv", tag = "audit", security(("ApiKey" = []), ("bearer" = [])), params(crate::routes::schemas::ExportLimit, crate::routes::schemas::AuditFilters), responses((status = 200, content_type = "text/csv", description = "the entries"), (status = 422, description = "too many entries for a synchronous export (`export_too_large`) or bad filters")))]
 pub async fn export_csv(state: State, caller: ApiCaller, q: QueryPairs) -> ApiResult<HttpResponse> {
     export_with(state, caller, q, Some(Format::Csv)).await
 }

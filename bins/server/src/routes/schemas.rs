@@ -444,6 +444,16 @@ pub struct ExportOptions {
     limit: Option<i64>,
 }
 
+/// The page size of `GET /audit/export/json` and `/csv` (their format is fixed).
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ExportLimit {
+    /// Most entries to export; above `AUDIT_EXPORT_MAX_SYNC` the synchronous export
+    /// answers 422 `export_too_large`.
+    #[param(minimum = 1)]
+    limit: Option<i64>,
+}
+
 /// Filters of `GET /users`.
 #[derive(utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]

@@ -250,17 +250,17 @@ class StewardClient(BaseClient):
         """POST /api/v1/audit/export/async: Start an asynchronous export job."""
         return self._request("POST", "/api/v1/audit/export/async", query={"agent_id": agent_id, "action": action, "resource": resource}, body=body, adapter=_AUDIT_EXPORT_ASYNC.get())  # type: ignore[no-any-return]
 
-    def audit_export_csv(self, *, agent_id: Optional[str] = None, action: Optional[str] = None, start_date: Optional[str] = None, end_date: Optional[str] = None) -> Any:
+    def audit_export_csv(self, *, limit: Optional[int] = None, agent_id: Optional[str] = None, action: Optional[str] = None, resource: Optional[str] = None) -> Any:
         """GET /api/v1/audit/export/csv: Export entries as CSV (same filters as `/audit/export`)."""
-        return self._request("GET", "/api/v1/audit/export/csv", query={"agent_id": agent_id, "action": action, "start_date": start_date, "end_date": end_date}, adapter=None)
+        return self._request("GET", "/api/v1/audit/export/csv", query={"limit": limit, "agent_id": agent_id, "action": action, "resource": resource}, adapter=None)
 
     def audit_export_download(self, id: str) -> Any:
         """GET /api/v1/audit/export/download/{id}: Download a finished asynchronous export."""
         return self._request("GET", f"/api/v1/audit/export/download/{_q(id)}", adapter=None)
 
-    def audit_export_json(self, *, agent_id: Optional[str] = None, action: Optional[str] = None, start_date: Optional[str] = None, end_date: Optional[str] = None) -> Any:
+    def audit_export_json(self, *, limit: Optional[int] = None, agent_id: Optional[str] = None, action: Optional[str] = None, resource: Optional[str] = None) -> Any:
         """GET /api/v1/audit/export/json: Export entries as a JSON array (same filters as `/audit/export`)."""
-        return self._request("GET", "/api/v1/audit/export/json", query={"agent_id": agent_id, "action": action, "start_date": start_date, "end_date": end_date}, adapter=_AUDIT_EXPORT_JSON.get())
+        return self._request("GET", "/api/v1/audit/export/json", query={"limit": limit, "agent_id": agent_id, "action": action, "resource": resource}, adapter=_AUDIT_EXPORT_JSON.get())
 
     def audit_export_status(self, id: str) -> ExportJob:
         """GET /api/v1/audit/export/status/{id}: The state and progress of an asynchronous export."""
@@ -678,17 +678,17 @@ class AsyncStewardClient(BaseAsyncClient):
         """POST /api/v1/audit/export/async: Start an asynchronous export job."""
         return await self._request("POST", "/api/v1/audit/export/async", query={"agent_id": agent_id, "action": action, "resource": resource}, body=body, adapter=_AUDIT_EXPORT_ASYNC.get())  # type: ignore[no-any-return]
 
-    async def audit_export_csv(self, *, agent_id: Optional[str] = None, action: Optional[str] = None, start_date: Optional[str] = None, end_date: Optional[str] = None) -> Any:
+    async def audit_export_csv(self, *, limit: Optional[int] = None, agent_id: Optional[str] = None, action: Optional[str] = None, resource: Optional[str] = None) -> Any:
         """GET /api/v1/audit/export/csv: Export entries as CSV (same filters as `/audit/export`)."""
-        return await self._request("GET", "/api/v1/audit/export/csv", query={"agent_id": agent_id, "action": action, "start_date": start_date, "end_date": end_date}, adapter=None)
+        return await self._request("GET", "/api/v1/audit/export/csv", query={"limit": limit, "agent_id": agent_id, "action": action, "resource": resource}, adapter=None)
 
     async def audit_export_download(self, id: str) -> Any:
         """GET /api/v1/audit/export/download/{id}: Download a finished asynchronous export."""
         return await self._request("GET", f"/api/v1/audit/export/download/{_q(id)}", adapter=None)
 
-    async def audit_export_json(self, *, agent_id: Optional[str] = None, action: Optional[str] = None, start_date: Optional[str] = None, end_date: Optional[str] = None) -> Any:
+    async def audit_export_json(self, *, limit: Optional[int] = None, agent_id: Optional[str] = None, action: Optional[str] = None, resource: Optional[str] = None) -> Any:
         """GET /api/v1/audit/export/json: Export entries as a JSON array (same filters as `/audit/export`)."""
-        return await self._request("GET", "/api/v1/audit/export/json", query={"agent_id": agent_id, "action": action, "start_date": start_date, "end_date": end_date}, adapter=_AUDIT_EXPORT_JSON.get())
+        return await self._request("GET", "/api/v1/audit/export/json", query={"limit": limit, "agent_id": agent_id, "action": action, "resource": resource}, adapter=_AUDIT_EXPORT_JSON.get())
 
     async def audit_export_status(self, id: str) -> ExportJob:
         """GET /api/v1/audit/export/status/{id}: The state and progress of an asynchronous export."""

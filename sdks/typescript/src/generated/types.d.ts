@@ -1233,10 +1233,10 @@ export interface Operations {
     path: "/api/v1/audit/export/csv";
     pathParams: Record<string, never>;
     query: {
+      limit?: number;
       agent_id?: string;
       action?: string;
-      start_date?: string;
-      end_date?: string;
+      resource?: string;
     };
     body: never;
     response: string;
@@ -1254,10 +1254,10 @@ export interface Operations {
     path: "/api/v1/audit/export/json";
     pathParams: Record<string, never>;
     query: {
+      limit?: number;
       agent_id?: string;
       action?: string;
-      start_date?: string;
-      end_date?: string;
+      resource?: string;
     };
     body: never;
     response: unknown;

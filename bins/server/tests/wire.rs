@@ -1,0 +1,141 @@
+//! The server binary over raw connections: request bodies are limited in size and in time
+//! whatever the headers say (`body_limit.rs`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod process;
+
+use std::time::{Duration, Instant};
+
+use process::{free_port, raw, request, start};
+use serde_json::{json, Value};
+
+struct Server {
+    child: std::process::Child,
+    port: u16,
+    dir: std::path::PathBuf,
+    key: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A server on a fresh SQLite database, with a tenant whose admin key is `key`.
+fn server(env: &[(&str, &str)]) -> Server {
+    let dir = std::env::temp_dir().join(format!("steward-wire-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = free_port();
+    let db = format!("sqlite://{}/steward.db", dir.display());
+    let child = start(&db, port, &dir, env);
+    let (status, tenant) = request(
+        port,
+        "POST",
+        "/api/v1/tenants",
+        &[("X-Admin-Key", "crash-admin")],
+        Some(&json!({"name": "wire"})),
+    )
+    .unwrap();
+    assert_eq!(status, 201, "{tenant}");
+    let key = tenant["api_key"].as_str().unwrap().to_owned();
+    Server {
+        child,
+        port,
+        dir,
+        key,
+    }
+}
+
+fn problem_code(body: &str) -> String {
+    serde_json::from_str::<Value>(body).unwrap_or(Value::Null)["code"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[test]
+fn an_undeclared_body_over_the_limit_is_refused_whatever_the_upgrade_header() {
+    let s = server(&[]);
+    let (status, agent) = request(
+        s.port,
+        "POST",
+        "/api/v1/agents/register",
+        &[("X-API-Key", &s.key)],
+        Some(&json!({"name": "target"})),
+    )
+    .unwrap();
+    assert_eq!(status, 201, "{agent}");
+    let id = agent["id"].as_str().unwrap().to_owned();
+    // 1.5 MiB in one chunk, over the default 1 MiB limit; suspend never reads its body.
+    let data = vec![b'z'; 1_572_864];
+    for upgrade in [
+        "",
+        "Upgrade: foo\r\n",
+        "Upgrade: websocket\r\nConnection: Upgrade\r\n",
+    ] {
+        let head = format!(
+            "POST /api/v1/agents/{id}/suspend HTTP/1.1\r\nHost: 127.0.0.1\r\nX-API-Key: {}\r\n{upgrade}Transfer-Encoding: chunked\r\n\r\n{:x}\r\n",
+            s.key,
+            data.len()
+        );
+        let mut rest = data.clone();
+        rest.extend_from_slice(b"\r\n0\r\n\r\n");
+        let (status, _, body) = raw(s.port, head.as_bytes(), Duration::ZERO, &rest)
+            .unwrap_or_else(|| panic!("no answer with {upgrade:?}"));
+        assert_eq!(status, 413, "{upgrade:?}: {body}");
+        assert_eq!(problem_code(&body), "payload_too_large", "{upgrade:?}");
+        let (_, now) = request(
+            s.port,
+            "GET",
+            &format!("/api/v1/agents/{id}"),
+            &[("X-API-Key", &s.key)],
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            now["status"], "active",
+            "{upgrade:?}: the refused request acted"
+        );
+    }
+}
+
+#[test]
+fn a_body_that_does_not_arrive_in_time_is_answered_408() {
+    let s = server(&[("REQUEST_BODY_TIMEOUT_SECONDS", "1")]);
+    let declared = format!(
+        "POST /api/v1/guard/validate HTTP/1.1\r\nHost: 127.0.0.1\r\nX-API-Key: {}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"pro",
+        s.key
+    );
+    let chunked = format!(
+        "POST /api/v1/guard/validate HTTP/1.1\r\nHost: 127.0.0.1\r\nX-API-Key: {}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{{\"pro\r\n",
+        s.key
+    );
+    for head in [declared, chunked] {
+        let started = Instant::now();
+        let (status, _, body) = raw(s.port, head.as_bytes(), Duration::ZERO, b"")
+            .unwrap_or_else(|| panic!("no answer to {head:?}"));
+        assert_eq!(status, 408, "{body}");
+        assert_eq!(problem_code(&body), "request_timeout");
+        assert!(started.elapsed() < Duration::from_secs(15));
+    }
+    // A body that is slow but complete within the time is served.
+    let body = json!({"prompt": "What is the capital of France?"}).to_string();
+    let head = format!(
+        "POST /api/v1/guard/validate HTTP/1.1\r\nHost: 127.0.0.1\r\nX-API-Key: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{}",
+        s.key,
+        body.len(),
+        &body[..10]
+    );
+    let (status, _, answer) = raw(
+        s.port,
+        head.as_bytes(),
+        Duration::from_millis(300),
+        &body.as_bytes()[10..],
+    )
+    .unwrap();
+    assert_eq!(status, 200, "{answer}");
+}

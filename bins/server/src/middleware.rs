@@ -93,6 +93,7 @@ pub async fn request_context(
             .insert(HeaderName::from_static(REQUEST_ID_HEADER), v);
     }
     security_headers(res.headers_mut(), credentialed, &path);
+    json_charset(res.headers_mut());
     let status = res.status().as_u16();
     let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
     span.in_scope(|| {
@@ -152,6 +153,20 @@ fn security_headers(headers: &mut header::HeaderMap, credentialed: bool, path: &
 pub const API_CSP: &str = "default-src 'none'; frame-ancestors 'none'";
 
 /// Turns any error response that is not already a problem document into one.
+/// Contract 2: JSON responses are `application/json; charset=utf-8` (actix's `.json()` names
+/// no charset).
+fn json_charset(headers: &mut actix_web::http::header::HeaderMap) {
+    let plain = headers
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes() == b"application/json");
+    if plain {
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json; charset=utf-8"),
+        );
+    }
+}
+
 fn normalize(res: ServiceResponse<BoxBody>, method: &str, path: &str) -> ServiceResponse<BoxBody> {
     let status = res.status().as_u16();
     if status < 400 || keeps_own_error_body(path) {

@@ -17,6 +17,11 @@ app_test!(health_root_and_docs, |app| {
     for path in ["/health", "/api/v1/health"] {
         let r = app.get(path).await;
         assert_eq!(r.status, 200);
+        // Contract 2: JSON bodies name their charset.
+        assert_eq!(
+            r.header("content-type").as_deref(),
+            Some("application/json; charset=utf-8")
+        );
         let body = r.json();
         assert_eq!(body["status"], "healthy");
         assert_eq!(body["version"], steward_core::VERSION);

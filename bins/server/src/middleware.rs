@@ -152,7 +152,6 @@ fn security_headers(headers: &mut header::HeaderMap, credentialed: bool, path: &
 /// The Content-Security-Policy of responses that are data, not pages.
 pub const API_CSP: &str = "default-src 'none'; frame-ancestors 'none'";
 
-/// Turns any error response that is not already a problem document into one.
 /// Contract 2: JSON responses are `application/json; charset=utf-8` (actix's `.json()` names
 /// no charset).
 fn json_charset(headers: &mut actix_web::http::header::HeaderMap) {
@@ -167,6 +166,7 @@ fn json_charset(headers: &mut actix_web::http::header::HeaderMap) {
     }
 }
 
+/// Turns any error response that is not already a problem document into one.
 fn normalize(res: ServiceResponse<BoxBody>, method: &str, path: &str) -> ServiceResponse<BoxBody> {
     let status = res.status().as_u16();
     if status < 400 || keeps_own_error_body(path) {

@@ -1,5 +1,5 @@
 //! The server binary over raw connections: request bodies are limited in size and in time
-//! whatever the headers say (`body_limit.rs`).
+//! whatever the headers say (`body_limit.rs`), and requests that race on several threads.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -138,4 +138,68 @@ fn a_body_that_does_not_arrive_in_time_is_answered_408() {
     )
     .unwrap();
     assert_eq!(status, 200, "{answer}");
+}
+
+#[test]
+fn concurrent_blocks_write_one_audit_entry() {
+    let s = server(&[
+        ("SUPER_ADMIN_EMAIL", "root@wire.test"),
+        ("SUPER_ADMIN_PASSWORD", "Wire-password-123"),
+    ]);
+    let (status, login) = request(
+        s.port,
+        "POST",
+        "/api/v1/auth/login",
+        &[],
+        Some(&json!({"email": "root@wire.test", "password": "Wire-password-123"})),
+    )
+    .unwrap();
+    assert_eq!(status, 200, "{login}");
+    let bearer = format!("Bearer {}", login["access_token"].as_str().unwrap());
+    let (_, tenants) = request(
+        s.port,
+        "GET",
+        "/api/v1/tenants",
+        &[("X-Admin-Key", "crash-admin")],
+        None,
+    )
+    .unwrap();
+    let tenant_id = tenants["items"]
+        .as_array()
+        .and_then(|t| t.iter().find(|t| t["name"] == "wire"))
+        .map(|t| t["id"].as_str().unwrap().to_owned())
+        .unwrap_or_else(|| panic!("{tenants}"));
+    let (status, user) = request(
+        s.port,
+        "POST",
+        "/api/v1/users",
+        &[("Authorization", &bearer)],
+        Some(&json!({"email": "dev@wire.test", "password": "Dev-password-123", "role": "developer", "tenant_id": tenant_id})),
+    )
+    .unwrap();
+    assert_eq!(status, 201, "{user}");
+    let path = format!("/api/v1/users/{}/block", user["id"].as_str().unwrap());
+    let threads: Vec<_> = (0..6)
+        .map(|_| {
+            let (path, bearer, port) = (path.clone(), bearer.clone(), s.port);
+            std::thread::spawn(move || {
+                request(port, "POST", &path, &[("Authorization", &bearer)], None)
+            })
+        })
+        .collect();
+    for t in threads {
+        let (status, body) = t.join().unwrap().unwrap();
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["is_active"], false);
+    }
+    let resource = format!("user:{}", user["id"].as_str().unwrap());
+    let (_, listed) = request(
+        s.port,
+        "GET",
+        &format!("/api/v1/audit?action=user.blocked&resource={resource}"),
+        &[("X-API-Key", &s.key)],
+        None,
+    )
+    .unwrap();
+    assert_eq!(listed["total"], 1, "blocking is idempotent: {listed}");
 }

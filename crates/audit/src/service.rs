@@ -18,7 +18,7 @@ use steward_core::{
 use steward_store::schema::{agents, audit_entries, audit_heads};
 use steward_store::{with_conn, DbPool, DbResultExt, Id, Json, Ts};
 
-use crate::chain::{canonical_bytes, ChainHasher, SignedFields};
+use crate::chain::{canonical_bytes, ChainHasher, SignedFields, GENESIS_HASH};
 
 diesel::table! {
     use diesel::sql_types::BigInt;
@@ -138,6 +138,9 @@ impl AuditEntry {
 pub struct Verification {
     pub valid: bool,
     pub checked: i64,
+    /// The first entry whose link, `seq`, hash or signature is wrong. Null while `valid` is
+    /// false when no retained entry is wrong but entries are missing after the last one (the
+    /// tenant's chain head records a later entry).
     pub first_bad_id: Option<String>,
 }
 
@@ -173,6 +176,27 @@ pub trait AfterWrite: Send + Sync + 'static {
 /// Reserved action prefixes of server-written entries (contract 14.1).
 pub const RESERVED_PREFIXES: [&str; 6] =
     ["user.", "api_key.", "policy.", "hitl.", "guard.", "system."];
+
+/// Whether an action names a reserved prefix as a reader would see it: compatibility forms
+/// folded (NFKC: a fullwidth letter or a one-dot leader reads as the ASCII one), invisible
+/// format characters (zero-width spaces and joiners, bidirectional marks, soft hyphens)
+/// removed, leading white space ignored, letter case ignored. `HITL.consumed`,
+/// `" user.login"` and `"user\u{200b}.login"` would otherwise pass for system records.
+pub fn is_reserved_action(action: &str) -> bool {
+    use unicode_normalization::UnicodeNormalization;
+    let invisible = |c: &char| {
+        matches!(*c as u32,
+            0x00AD | 0x180E | 0x200B..=0x200F | 0x202A..=0x202E | 0x2060..=0x2064
+            | 0x2066..=0x2069 | 0xFEFF)
+    };
+    let folded: String = action
+        .nfkc()
+        .filter(|c| !invisible(c))
+        .collect::<String>()
+        .trim_start()
+        .to_lowercase();
+    RESERVED_PREFIXES.iter().any(|p| folded.starts_with(p))
+}
 
 /// Entries read per batch while verifying.
 const VERIFY_BATCH: i64 = 1000;
@@ -217,7 +241,7 @@ impl AuditService {
         let agent = f.required_uuid("agent_id");
         let action = f.required_str("action", 1, 128).map(str::to_owned);
         if let Some(a) = &action {
-            if RESERVED_PREFIXES.iter().any(|p| a.starts_with(p)) {
+            if is_reserved_action(a) {
                 f.error("action", "must not start with a reserved prefix (user., api_key., policy., hitl., guard., system.)");
             }
         }
@@ -526,23 +550,47 @@ impl AuditService {
     pub async fn verify_tenant(&self, tenant: TenantId) -> Result<Verification> {
         let tenant = Id(tenant.0);
         let mut checked = 0i64;
-        let mut after = 0i64;
-        // After a retention purge the first retained entry links to the checkpoint.
-        let checkpoint: Option<(Option<i64>, Option<String>)> = with_conn!(&self.db, conn => {
+        // The head is read first: the chain must run without a gap from the genesis (seq 1
+        // links to 64 zeros) or from the last retention purge's checkpoint up to the head's
+        // seq and hash, so that entries deleted at either end, or all of them, are found as
+        // well as edited ones. Entries appended after this read are left to the next run.
+        type Head = (i64, String, Option<i64>, Option<String>);
+        let head: Option<Head> = with_conn!(&self.db, conn => {
             audit_heads::table
                 .filter(audit_heads::tenant_id.eq(tenant))
-                .select((audit_heads::purged_seq, audit_heads::purged_hash))
+                .select((
+                    audit_heads::seq,
+                    audit_heads::hash,
+                    audit_heads::purged_seq,
+                    audit_heads::purged_hash,
+                ))
                 .first(conn)
                 .await
                 .optional()
                 .db()
         })?;
-        let mut previous: Option<String> = checkpoint.and_then(|(_, h)| h);
+        let Some((head_seq, head_hash, purged_seq, purged_hash)) = head else {
+            // Nothing was ever appended for the tenant.
+            return Ok(Verification {
+                valid: true,
+                checked: 0,
+                first_bad_id: None,
+            });
+        };
+        // (seq, hash) of the entry before the next one; the hash is unknown only for a
+        // checkpoint written without one (the first retained entry's link is then taken as
+        // given, as contract 14.3 allows after a purge).
+        let mut previous: (i64, Option<String>) = match purged_seq {
+            Some(seq) => (seq, purged_hash),
+            None => (0, Some(GENESIS_HASH.to_owned())),
+        };
+        let mut after = 0i64;
         loop {
             let rows: Vec<EntryRow> = with_conn!(&self.db, conn => {
                 audit_entries::table
                     .filter(audit_entries::tenant_id.eq(tenant))
                     .filter(audit_entries::seq.gt(after))
+                    .filter(audit_entries::seq.le(head_seq))
                     .order(audit_entries::seq.asc())
                     .limit(VERIFY_BATCH)
                     .select(EntryRow::as_select())
@@ -555,18 +603,27 @@ impl AuditService {
             for row in rows {
                 checked += 1;
                 let entry = row.view();
-                if let Some(bad) = self.check_entry(&entry, previous.as_deref()) {
+                let gap = entry.seq != previous.0 + 1;
+                let bad = self.check_entry(&entry, previous.1.as_deref());
+                if gap || bad.is_some() {
                     return Ok(Verification {
                         valid: false,
                         checked,
-                        first_bad_id: Some(bad),
+                        first_bad_id: Some(entry.id),
                     });
                 }
-                previous = Some(entry.hash);
+                previous = (entry.seq, Some(entry.hash));
             }
         }
+        // Entries missing after the last one present (or all of them): no entry is wrong,
+        // the chain stops short of its head.
+        let complete = previous.0 == head_seq
+            && previous
+                .1
+                .as_deref()
+                .is_none_or(|h| h == head_hash.as_str());
         Ok(Verification {
-            valid: true,
+            valid: complete,
             checked,
             first_bad_id: None,
         })
@@ -705,5 +762,36 @@ impl AuditWriter for AuditService {
             .id
             .parse()
             .map_err(|_| Error::internal_msg("audit entry id is not a UUID"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reserved_prefixes_are_recognised_in_any_disguise() {
+        for a in [
+            "user.login",
+            "HITL.consumed",
+            "USER.LOGIN",
+            " user.login",
+            "user\u{200b}.login",
+            "hitl\u{2024}consumed",
+            "\u{ff53}ystem.start",
+            "\u{feff}guard.blocked",
+            "Api_Key.created",
+        ] {
+            assert!(is_reserved_action(a), "{a:?}");
+        }
+        for a in [
+            "read_file",
+            "users.export",
+            "hitlist.update",
+            "policy",
+            "agent.user.login",
+        ] {
+            assert!(!is_reserved_action(a), "{a:?}");
+        }
     }
 }

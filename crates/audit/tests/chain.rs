@@ -136,6 +136,72 @@ db_test!(verify_names_the_edited_entry, |db| {
     assert_eq!(v.checked, 3);
 });
 
+/// Deletes the tenant's entries whose `seq` is in `seqs`, as someone with database access.
+async fn delete_entries(pool: &DbPool, t: TenantId, seqs: &[i64]) {
+    let seqs = seqs.to_vec();
+    let r: Result<usize, steward_core::Error> = async {
+        with_conn!(pool, conn => {
+            diesel::delete(
+                audit_entries::table
+                    .filter(audit_entries::tenant_id.eq(Id(t.0)))
+                    .filter(audit_entries::seq.eq_any(seqs)),
+            )
+            .execute(conn)
+            .await
+            .db()
+        })
+    }
+    .await;
+    r.unwrap();
+}
+
+db_test!(verify_finds_entries_deleted_at_either_end, |db| {
+    let service = service(&db.pool);
+    let p = |t| principal(t);
+    // The newest entry deleted: no entry is wrong, the chain stops short of its head.
+    let t = tenant(&db.pool).await;
+    for i in 0..5 {
+        service.append(record(t, i)).await.unwrap();
+    }
+    delete_entries(&db.pool, t, &[5]).await;
+    let v = service.verify(&p(t)).await.unwrap();
+    assert!(!v.valid, "{v:?}");
+    assert_eq!((v.checked, v.first_bad_id.as_deref()), (4, None));
+
+    // The oldest entries deleted (no retention purge ran): the first one left does not link
+    // to the genesis.
+    let t = tenant(&db.pool).await;
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        ids.push(service.append(record(t, i)).await.unwrap().id);
+    }
+    delete_entries(&db.pool, t, &[1, 2]).await;
+    let v = service.verify(&p(t)).await.unwrap();
+    assert!(!v.valid, "{v:?}");
+    assert_eq!(v.first_bad_id.as_deref(), Some(ids[2].as_str()));
+    assert_eq!(v.checked, 1);
+
+    // Every entry deleted.
+    let t = tenant(&db.pool).await;
+    for i in 0..3 {
+        service.append(record(t, i)).await.unwrap();
+    }
+    delete_entries(&db.pool, t, &[1, 2, 3]).await;
+    let v = service.verify(&p(t)).await.unwrap();
+    assert!(!v.valid, "{v:?}");
+    assert_eq!((v.checked, v.first_bad_id.as_deref()), (0, None));
+
+    // A tenant that never wrote anything, and an intact chain, are valid; entries appended
+    // after a verification are checked by the next one.
+    let t = tenant(&db.pool).await;
+    assert!(service.verify(&p(t)).await.unwrap().valid);
+    for i in 0..3 {
+        service.append(record(t, i)).await.unwrap();
+    }
+    let v = service.verify(&p(t)).await.unwrap();
+    assert_eq!((v.valid, v.checked), (true, 3));
+});
+
 db_test!(offline_verification_of_an_export, |db| {
     let hasher = hasher();
     let service = service(&db.pool);

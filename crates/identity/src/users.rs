@@ -545,13 +545,22 @@ impl Identity {
         }
         let now = Ts(clock::now());
         let row_id = target.row.id;
-        with_conn!(&self.db, conn => {
-            diesel::update(users::table.filter(users::id.eq(row_id)))
-                .set((users::is_active.eq(active), users::updated_at.eq(now)))
-                .execute(conn)
-                .await
-                .db()
+        // Conditional on the state read: of concurrent identical calls only one changes the
+        // row, and only that one writes the audit entry (blocking a blocked user is a no-op).
+        let changed = with_conn!(&self.db, conn => {
+            diesel::update(
+                users::table
+                    .filter(users::id.eq(row_id))
+                    .filter(users::is_active.eq(!active)),
+            )
+            .set((users::is_active.eq(active), users::updated_at.eq(now)))
+            .execute(conn)
+            .await
+            .db()
         })?;
+        if changed == 0 {
+            return Ok(());
+        }
         self.credentials_changed().await;
         let action = if active {
             "user.unblocked"

@@ -22,7 +22,7 @@ use futures_util::StreamExt;
 use serde_json::{json, Value};
 use steward_core::clock::{self, format_timestamp};
 use steward_core::event::EVENTS_CHANNEL;
-use steward_core::{Error, Event, EventBus, Presence, TenantId, UserId};
+use steward_core::{Error, ErrorKind, Event, EventBus, Presence, TenantId, UserId};
 use tokio::sync::{mpsc, watch};
 
 use crate::error::{ApiError, ApiResult};
@@ -345,8 +345,36 @@ pub async fn connect(
         registration,
         session,
         stream,
+        Recheck {
+            identity: state.identity.clone(),
+            token: token.trim().to_owned(),
+        },
     ));
     Ok(response)
+}
+
+/// The handshake's credential, checked again at every ping: a token logged out, expired or
+/// revoked since the handshake (or whose user was deleted or blocked on an instance whose
+/// event did not arrive) closes the connection with 1008 within one ping interval.
+struct Recheck {
+    identity: steward_identity::Identity,
+    token: String,
+}
+
+impl Recheck {
+    /// `false` only when the credential is refused; a store that cannot answer keeps the
+    /// connection (the next ping asks again).
+    async fn still_valid(&self) -> bool {
+        match self.identity.principal_from_jwt(&self.token).await {
+            Ok(_) => true,
+            Err(e) => !matches!(
+                e.kind,
+                ErrorKind::InvalidCredentials
+                    | ErrorKind::MissingCredentials
+                    | ErrorKind::UserBlocked
+            ),
+        }
+    }
 }
 
 async fn serve(
@@ -356,6 +384,7 @@ async fn serve(
     mut reg: Registration,
     mut session: actix_ws::Session,
     mut stream: actix_ws::MessageStream,
+    recheck: Recheck,
 ) {
     metrics::gauge!("websocket_connections").increment(1.0);
     let (connections, user_connections) = hub
@@ -424,6 +453,9 @@ async fn serve(
                 _ = ping.tick() => {
                     if last_heard.elapsed() > settings.idle_timeout {
                         break Some(CloseReason { code: CloseCode::Normal, description: Some("idle timeout".into()) });
+                    }
+                    if !recheck.still_valid().await {
+                        break Some(CloseReason { code: CloseCode::Policy, description: Some("credential no longer valid".into()) });
                     }
                     if session.ping(b"").await.is_err() { break None; }
                 }

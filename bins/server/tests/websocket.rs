@@ -203,3 +203,53 @@ async fn websocket_channel() {
         .unwrap_or_else(|e| panic!("{e}"));
     wait(&mut first, "pong", |_| true).await;
 }
+
+/// The close frame that ends `s` within `secs` seconds.
+async fn closed_within(s: &mut Socket, secs: u64) -> tungstenite::protocol::CloseFrame<'_> {
+    let frame = tokio::time::timeout(Duration::from_secs(secs), async {
+        loop {
+            match s.next().await {
+                Some(Ok(Message::Close(frame))) => return frame,
+                Some(Ok(_)) => continue,
+                _ => return None,
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("not closed within {secs} s"));
+    frame.unwrap_or_else(|| panic!("closed without a close frame"))
+}
+
+#[actix_web::test]
+async fn a_logged_out_credential_loses_its_connection() {
+    let db = steward_store::testing::TestDb::sqlite()
+        .await
+        .unwrap_or_else(|e| panic!("sqlite: {e}"));
+    let app = TestApp::on(db, &[("WS_PING_INTERVAL_SECONDS", "1")]).await;
+    let addr = serve(&app).await;
+    let (_, analyst, viewer) = users(&app).await;
+    let mut leaving = open(&addr, &viewer.token).await.unwrap();
+    let mut staying = open(&addr, &analyst.token).await.unwrap();
+    assert_eq!(next(&mut leaving).await["event"], "system.status");
+    assert_eq!(next(&mut staying).await["event"], "system.status");
+    let r = app
+        .call(
+            "POST",
+            "/api/v1/auth/logout",
+            &Cred::Jwt(viewer.token.clone()),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, 204, "{}", r.text());
+    // Closed at the next ping (every second here), with 1008.
+    let frame = closed_within(&mut leaving, 10).await;
+    assert_eq!(frame.code, CloseCode::Policy);
+    assert_eq!(frame.reason, "credential no longer valid");
+    // The other user's connection stays open across several pings.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    staying
+        .send(Message::Text(json!({"event": "ping"}).to_string()))
+        .await
+        .unwrap();
+    wait(&mut staying, "pong", |_| true).await;
+}

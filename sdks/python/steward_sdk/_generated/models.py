@@ -857,7 +857,7 @@ class UserView(_Model):
 class Verification(_Model):
     """The result of `GET /audit/verify`."""
     checked: int
-    first_bad_id: Optional[str] = None
+    first_bad_id: Optional[str] = Field(default=None, description="The first entry whose link, `seq`, hash or signature is wrong. Null while `valid` is false when no retained entry is wrong but entries are missing after the last one (the tenant's chain head records a later entry).")
     valid: bool
 
 

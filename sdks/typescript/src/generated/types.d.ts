@@ -916,6 +916,7 @@ export interface UserView {
 /** The result of `GET /audit/verify`. */
 export interface Verification {
   checked: number;
+  /** The first entry whose link, `seq`, hash or signature is wrong. Null while `valid` is false when no retained entry is wrong but entries are missing after the last one (the tenant's chain head records a later entry). */
   first_bad_id?: string | null;
   valid: boolean;
 }

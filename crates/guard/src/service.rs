@@ -90,8 +90,15 @@ pub enum Gateway {
 /// The prompt of a gateway body: `prompt`, else `message`, else `input`, else the `content`
 /// strings of `messages` joined by newlines.
 fn gateway_prompt(body: &Value) -> Option<String> {
+    // A blank field is no prompt: `{"prompt": "", "message": "…"}` is judged on `message`,
+    // not passed as an empty, safe prompt (and a body with only blank fields is a 422, as
+    // an empty prompt is on `/guard/validate`).
     for key in ["prompt", "message", "input"] {
-        if let Some(s) = body.get(key).and_then(Value::as_str) {
+        if let Some(s) = body
+            .get(key)
+            .and_then(Value::as_str)
+            .filter(|s| !s.trim().is_empty())
+        {
             return Some(s.to_owned());
         }
     }
@@ -100,7 +107,8 @@ fn gateway_prompt(body: &Value) -> Option<String> {
         .iter()
         .filter_map(|m| m.get("content").and_then(Value::as_str))
         .collect();
-    (!joined.is_empty()).then(|| joined.join("\n"))
+    let joined = joined.join("\n");
+    (!joined.trim().is_empty()).then_some(joined)
 }
 
 #[derive(Default, Clone)]
@@ -974,5 +982,38 @@ impl Guard {
             steward_store::training::rollback(&self.db, bus, p.tenant, DETECTOR, version).await?;
         self.install(&stored);
         self.detector_status(p).await
+    }
+}
+
+#[cfg(test)]
+mod gateway_tests {
+    use super::*;
+
+    #[test]
+    fn the_first_field_with_text_is_the_prompt() {
+        let p = |v: Value| gateway_prompt(&v);
+        assert_eq!(
+            p(json!({"prompt": "a", "message": "b"})).as_deref(),
+            Some("a")
+        );
+        assert_eq!(
+            p(json!({"prompt": "", "message": "b"})).as_deref(),
+            Some("b")
+        );
+        assert_eq!(
+            p(json!({"prompt": "  ", "input": "c"})).as_deref(),
+            Some("c")
+        );
+        assert_eq!(
+            p(json!({"prompt": "", "messages": [{"role": "user", "content": "d"}, {"content": "e"}]}))
+                .as_deref(),
+            Some("d\ne")
+        );
+        assert_eq!(p(json!({"prompt": ""})), None);
+        assert_eq!(
+            p(json!({"messages": [{"content": ""}, {"content": " "}]})),
+            None
+        );
+        assert_eq!(p(json!({"prompt": 42})), None);
     }
 }

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use process::{free_port, request, start};
+use process::{create_tenant, free_port, request, start};
 use serde_json::{json, Value};
 
 fn crash_and_recover(database_url: &str) {
@@ -19,16 +19,7 @@ fn crash_and_recover(database_url: &str) {
     let port = free_port();
     let mut server = start(database_url, port, &dir, &[]);
 
-    let (status, tenant) = request(
-        port,
-        "POST",
-        "/api/v1/tenants",
-        &[("X-Admin-Key", "crash-admin")],
-        Some(&json!({"name": "crash"})),
-    )
-    .unwrap_or_else(|| panic!("tenant creation failed"));
-    assert_eq!(status, 201, "{tenant}");
-    let key = tenant["api_key"].as_str().unwrap_or_default().to_owned();
+    let key = create_tenant(port, "crash");
     let (status, agent) = request(
         port,
         "POST",

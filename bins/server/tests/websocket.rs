@@ -177,18 +177,7 @@ async fn websocket_channel() {
         )
         .await;
     assert_eq!(r.status, 200, "{}", r.text());
-    let closed = tokio::time::timeout(Duration::from_secs(10), async {
-        loop {
-            match watcher.next().await {
-                Some(Ok(Message::Close(frame))) => return frame,
-                Some(Ok(_)) => continue,
-                _ => return None,
-            }
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("not closed within 10 s"));
-    let frame = closed.unwrap_or_else(|| panic!("closed without a close frame"));
+    let frame = closed_within(&mut watcher, 10).await;
     assert_eq!(frame.code, CloseCode::Policy);
     assert_eq!(frame.reason, "user blocked");
     let e = open(&addr, &viewer.token)

@@ -7,7 +7,7 @@ mod process;
 
 use std::time::{Duration, Instant};
 
-use process::{free_port, raw, request, start};
+use process::{create_tenant, free_port, raw, request, start};
 use serde_json::{json, Value};
 
 struct Server {
@@ -32,16 +32,7 @@ fn server(env: &[(&str, &str)]) -> Server {
     let port = free_port();
     let db = format!("sqlite://{}/steward.db", dir.display());
     let child = start(&db, port, &dir, env);
-    let (status, tenant) = request(
-        port,
-        "POST",
-        "/api/v1/tenants",
-        &[("X-Admin-Key", "crash-admin")],
-        Some(&json!({"name": "wire"})),
-    )
-    .unwrap();
-    assert_eq!(status, 201, "{tenant}");
-    let key = tenant["api_key"].as_str().unwrap().to_owned();
+    let key = create_tenant(port, "wire");
     Server {
         child,
         port,

@@ -631,13 +631,7 @@ impl AuditService {
 
     /// `Some(id)` when the entry's link, hash or signature does not match.
     pub fn check_entry(&self, entry: &AuditEntry, previous_hash: Option<&str>) -> Option<String> {
-        let canonical = canonical_bytes(&entry.signed_fields());
-        let link_ok = previous_hash.is_none_or(|prev| prev == entry.prev_hash);
-        let hash_ok = ChainHasher::hash(&canonical) == entry.hash;
-        let sig_ok = self
-            .hasher
-            .verify_signature(&canonical, entry.signature.as_deref());
-        (!(link_ok && hash_ok && sig_ok)).then(|| entry.id.clone())
+        check_entry(&self.hasher, entry, previous_hash)
     }
 }
 

@@ -118,3 +118,18 @@ pub fn raw(
     let status = head.split_whitespace().nth(1)?.parse().ok()?;
     Some((status, head.to_owned(), body.to_owned()))
 }
+
+/// Creates a tenant named `name` with the admin key `crash-admin` of [`start`]; answers its
+/// API key.
+pub fn create_tenant(port: u16, name: &str) -> String {
+    let (status, tenant) = request(
+        port,
+        "POST",
+        "/api/v1/tenants",
+        &[("X-Admin-Key", "crash-admin")],
+        Some(&serde_json::json!({"name": name})),
+    )
+    .unwrap_or_else(|| panic!("tenant creation failed"));
+    assert_eq!(status, 201, "{tenant}");
+    tenant["api_key"].as_str().unwrap_or_default().to_owned()
+}

@@ -40,12 +40,31 @@ impl Format {
     /// One line for `record` (an export object made by [`record`]).
     pub fn line(self, record: &Value) -> String {
         match self {
-            Format::Jsonl => record.to_string(),
+            Format::Jsonl => json_line(record),
             Format::Syslog => syslog(record),
             Format::Cef => cef(record),
             Format::Leef => leef(record),
         }
     }
+}
+
+/// The record as one JSON line, with U+2028 and U+2029 escaped as well: JSON allows them raw
+/// in strings, but JavaScript-based readers and some log shippers take them for line breaks.
+fn json_line(record: &Value) -> String {
+    let line = record.to_string();
+    if line.contains(['\u{2028}', '\u{2029}']) {
+        line.replace('\u{2028}', "\\u2028")
+            .replace('\u{2029}', "\\u2029")
+    } else {
+        line
+    }
+}
+
+/// Characters that some readers take for the end of a line or record besides `\n` and `\r`:
+/// the other C0/C1 controls (vertical tab, form feed, the file/group/record separators, NEL…)
+/// and the Unicode line and paragraph separators. Formatters replace them by a space.
+fn breaks_lines(c: char) -> bool {
+    c.is_control() || c == '\u{2028}' || c == '\u{2029}'
 }
 
 /// Member names whose values are secrets and are never exported.
@@ -184,7 +203,7 @@ pub fn sd_escape(value: &str) -> String {
                 out.push('\\');
                 out.push(c);
             }
-            c if c.is_control() => out.push(' '),
+            c if breaks_lines(c) => out.push(' '),
             c => out.push(c),
         }
     }
@@ -241,11 +260,11 @@ fn syslog(record: &Value) -> String {
         "<{pri}>1 {ts} {} steward {} {msgid} {sd} {}",
         hostname(),
         std::process::id(),
-        record
+        json_line(record)
     )
 }
 
-/// CEF header field: `\` and `|` escaped, line breaks become spaces.
+/// CEF header field: `\` and `|` escaped; line breaks and other controls become spaces.
 pub fn cef_header(value: &str) -> String {
     let mut out = String::with_capacity(value.len());
     for c in value.chars() {
@@ -254,14 +273,15 @@ pub fn cef_header(value: &str) -> String {
                 out.push('\\');
                 out.push(c);
             }
-            '\n' | '\r' => out.push(' '),
+            c if breaks_lines(c) => out.push(' '),
             c => out.push(c),
         }
     }
     out
 }
 
-/// CEF extension value: `\`, `=` escaped, line breaks as `\n` / `\r`.
+/// CEF extension value: `\`, `=` escaped, line breaks as `\n` / `\r`, other controls and
+/// line separators as spaces.
 pub fn cef_value(value: &str) -> String {
     let mut out = String::with_capacity(value.len());
     for c in value.chars() {
@@ -272,6 +292,7 @@ pub fn cef_value(value: &str) -> String {
             }
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
+            c if breaks_lines(c) => out.push(' '),
             c => out.push(c),
         }
     }
@@ -318,33 +339,37 @@ fn cef(record: &Value) -> String {
     )
 }
 
-/// The LEEF attribute delimiter (declared in the header).
-pub const LEEF_DELIMITER: char = '^';
+/// The LEEF attribute delimiter: a tab, declared in the header as `x09`. LEEF has no escape
+/// for the delimiter (readers such as QRadar split on every occurrence), so it must be a
+/// character that never occurs in a value: a tab in a value is written as `\t`.
+pub const LEEF_DELIMITER: char = '\t';
 
-/// LEEF header field: `\` and `|` escaped, line breaks become spaces.
+/// The delimiter as the LEEF 2.0 header declares it (hex form, for a tab).
+pub const LEEF_DELIMITER_DECLARED: &str = "x09";
+
+/// LEEF header field: `\` and `|` escaped; line breaks and other controls become spaces.
 pub fn leef_header(value: &str) -> String {
     cef_header(value)
 }
 
-/// LEEF attribute value: `\` and the delimiter escaped, line breaks as `\n` / `\r`.
+/// LEEF attribute value: `\` escaped, line breaks and tabs as `\n` / `\r` / `\t` (so the
+/// delimiter never occurs), other controls and line separators as spaces.
 pub fn leef_value(value: &str) -> String {
     let mut out = String::with_capacity(value.len());
     for c in value.chars() {
         match c {
-            '\\' | LEEF_DELIMITER => {
-                out.push('\\');
-                out.push(c);
-            }
+            '\\' => out.push_str("\\\\"),
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
             '\t' => out.push_str("\\t"),
+            c if breaks_lines(c) => out.push(' '),
             c => out.push(c),
         }
     }
     out
 }
 
-/// `LEEF:2.0|Steward|Steward|<version>|<event type>|^|attr=value^…`.
+/// `LEEF:2.0|Steward|Steward|<version>|<event type>|x09|attr=value<TAB>…`.
 fn leef(record: &Value) -> String {
     let mut attrs = vec![
         format!("devTime={}", leef_value(str_of(record, "timestamp"))),
@@ -357,7 +382,7 @@ fn leef(record: &Value) -> String {
         attrs.push(format!("{}={}", ext_key("steward", &k), leef_value(&v)));
     }
     format!(
-        "LEEF:2.0|Steward|Steward|{}|{}|{LEEF_DELIMITER}|{}",
+        "LEEF:2.0|Steward|Steward|{}|{}|{LEEF_DELIMITER_DECLARED}|{}",
         leef_header(str_of(record, "version")),
         leef_header(str_of(record, "event_type")),
         attrs.join(&LEEF_DELIMITER.to_string())

@@ -7,7 +7,7 @@ use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 use steward_core::event::{Event, Severity};
 use steward_core::TenantId;
-use steward_siem::format::{record, LEEF_DELIMITER};
+use steward_siem::format::{record, LEEF_DELIMITER, LEEF_DELIMITER_DECLARED};
 use steward_siem::Format;
 
 fn event(kind: &str, data: Map<String, Value>) -> Value {
@@ -102,21 +102,39 @@ fn parse_cef(line: &str) -> (Vec<String>, Vec<(String, String)>) {
     (header, pairs)
 }
 
-/// LEEF 2.0: 6 header fields (the 6th the delimiter), then attributes split on the
-/// unescaped delimiter, each `key=value` at the first `=`.
+/// LEEF 2.0: 6 header fields (the 6th the delimiter, a character or its hex form `xHH`), then
+/// attributes split on EVERY occurrence of the delimiter (LEEF has no escape for it, and
+/// readers such as QRadar split so), each `key=value` at the first `=`.
 fn parse_leef(line: &str) -> (Vec<String>, Vec<(String, String)>) {
     let parts = split_unescaped(line, '|', 7);
     assert_eq!(parts.len(), 7, "{line}");
     let header: Vec<String> = parts[..6].iter().map(|p| unescape(p)).collect();
-    let delim = header[5].chars().next().unwrap();
-    let attrs = split_unescaped(&parts[6], delim, usize::MAX)
-        .into_iter()
+    let delim = match header[5].strip_prefix('x') {
+        Some(hex) => char::from(u8::from_str_radix(hex, 16).unwrap()),
+        None => header[5].chars().next().unwrap(),
+    };
+    let attrs = parts[6]
+        .split(delim)
         .map(|a| {
             let (k, v) = a.split_once('=').unwrap();
             (k.to_owned(), unescape(v))
         })
         .collect();
     (header, attrs)
+}
+
+/// What a CEF or LEEF value carries of `s`: controls other than those the format escapes
+/// (`kept`), and the Unicode line and paragraph separators, become spaces.
+fn spaced(s: &str, kept: &[char]) -> String {
+    s.chars()
+        .map(|c| {
+            if !kept.contains(&c) && (c.is_control() || c == '\u{2028}' || c == '\u{2029}') {
+                ' '
+            } else {
+                c
+            }
+        })
+        .collect()
 }
 
 /// RFC 5424: header, one SD element, and the MSG (JSON).
@@ -197,7 +215,11 @@ fn camel(name: &str) -> String {
 }
 
 fn value_strategy() -> impl Strategy<Value = String> {
-    prop_oneof![any::<String>(), "[a-z=|\\\\\\]\"^ \n\r\t{}]{0,30}",]
+    prop_oneof![
+        any::<String>(),
+        "[a-z=|\\\\\\]\"^ \n\r\t{}]{0,30}",
+        "[a-z=^ \t\u{b}\u{c}\u{1c}\u{1e}\u{85}\u{2028}\u{2029}]{0,30}",
+    ]
 }
 
 proptest! {
@@ -219,6 +241,17 @@ proptest! {
         for f in [Format::Jsonl, Format::Syslog, Format::Cef, Format::Leef] {
             let line = f.line(&rec);
             prop_assert!(!line.contains('\n'), "{f:?} line has a raw line feed: {line}");
+            prop_assert!(
+                !line.contains(['\u{2028}', '\u{2029}']),
+                "{f:?} line has a raw line separator: {line:?}"
+            );
+            if matches!(f, Format::Cef | Format::Leef) {
+                let delimiter = if f == Format::Leef { LEEF_DELIMITER } else { ' ' };
+                prop_assert!(
+                    !line.chars().any(|c| c.is_control() && c != delimiter),
+                    "{f:?} line has a raw control character: {line:?}"
+                );
+            }
         }
 
         // JSONL.
@@ -234,7 +267,7 @@ proptest! {
         for (k, v) in &data {
             let key = camel(k);
             let got = ext.iter().find(|(ek, _)| ek == &key).map(|(_, v)| v.clone());
-            prop_assert_eq!(got, Some(text(v)), "CEF member {}", k);
+            prop_assert_eq!(got, Some(spaced(&text(v), &['\n', '\r'])), "CEF member {}", k);
         }
         let tenant = ext.iter().find(|(k, _)| k == "cs1").map(|(_, v)| v.clone());
         prop_assert_eq!(tenant.as_deref(), rec["tenant_id"].as_str());
@@ -243,11 +276,13 @@ proptest! {
         let (h, attrs) = parse_leef(&Format::Leef.line(&rec));
         prop_assert_eq!(&h[0], "LEEF:2.0");
         prop_assert_eq!(&h[4], &kind);
-        prop_assert_eq!(h[5].clone(), LEEF_DELIMITER.to_string());
+        prop_assert_eq!(h[5].as_str(), LEEF_DELIMITER_DECLARED);
+        // Exactly the record's attributes: no value forged another one.
+        prop_assert_eq!(attrs.len(), 5 + data.len(), "LEEF attributes {:?}", attrs);
         for (k, v) in &data {
             let key = camel(k);
             let got = attrs.iter().find(|(ak, _)| ak == &key).map(|(_, v)| v.clone());
-            prop_assert_eq!(got, Some(text(v)), "LEEF member {}", k);
+            prop_assert_eq!(got, Some(spaced(&text(v), &['\n', '\r', '\t'])), "LEEF member {}", k);
         }
 
         // Syslog: header, SD parameters (control characters become spaces), MSG.
@@ -256,7 +291,7 @@ proptest! {
         prop_assert_eq!(&h[3], "steward");
         prop_assert_eq!(&msg, &rec);
         for (k, v) in &data {
-            let expected: String = text(v).chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+            let expected = spaced(&text(v), &[]);
             let got = params.iter().find(|(pk, _)| pk == k).map(|(_, v)| v.clone());
             prop_assert_eq!(got, Some(expected), "SD param {}", k);
         }

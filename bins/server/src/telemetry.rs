@@ -43,6 +43,7 @@ pub fn init_logging(level: LogLevel, json: bool) {
     } else {
         tracing_subscriber::fmt()
             .with_env_filter(filter)
+            .fmt_fields(text_fields())
             .with_target(true)
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
             .with_writer(std::io::stdout)
@@ -50,6 +51,41 @@ pub fn init_logging(level: LogLevel, json: bool) {
     };
     // A subscriber already installed (tests) is fine.
     let _ = result;
+}
+
+/// The text log's fields: `name=value` (the message bare), with control characters and the
+/// Unicode line separators in values escaped (`\n`, `\u{1b}`), so that a value taken from a
+/// request (`%` fields format with `Display`, which tracing writes raw) can neither start a
+/// forged log line nor send escape sequences to a terminal.
+fn text_fields() -> impl for<'w> FormatFields<'w> + Send + Sync + 'static {
+    use tracing_subscriber::field::MakeExt;
+    tracing_subscriber::fmt::format::debug_fn(|w, field, value| {
+        let raw = format!("{value:?}");
+        let text = escape_controls(&raw);
+        if field.name() == "message" {
+            write!(w, "{text}")
+        } else {
+            write!(w, "{field}={text}")
+        }
+    })
+    .delimited(" ")
+}
+
+/// `text` with every control character and U+2028/U+2029 written as Rust escapes.
+pub(crate) fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| c.is_control() || c == '\u{2028}' || c == '\u{2029}';
+    if !text.contains(unsafe_char) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if unsafe_char(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 #[derive(Default)]
@@ -172,5 +208,39 @@ mod tests {
         assert!(default_directives(LogLevel::Error).contains("actix_http::h1::dispatcher=off"));
         assert!(!default_directives(LogLevel::Debug).contains("actix_http"));
         assert!(default_directives(LogLevel::Info).starts_with("info,"));
+    }
+
+    #[derive(Clone, Default)]
+    struct Buffer(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Buffer {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    // A value from a request cannot forge a second log line or reach the terminal raw.
+    #[test]
+    fn text_log_values_are_one_line() {
+        let buffer = Buffer::default();
+        let sink = buffer.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .fmt_fields(text_fields())
+            .with_ansi(false)
+            .with_writer(move || sink.clone())
+            .finish();
+        let forged = "x\n2026-11-28T00:00:00Z  INFO steward: admin logged in\u{1b}[2J\u{2028}";
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::info!(detail = %forged, plain = forged, "refused {}", forged);
+        });
+        let out = String::from_utf8(buffer.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(out.matches('\n').count(), 1, "{out}");
+        assert!(!out.contains(['\u{1b}', '\u{2028}']), "{out}");
+        assert!(out.contains("detail=x\\n2026"), "{out}");
+        assert!(out.contains("refused x\\n2026"), "{out}");
     }
 }

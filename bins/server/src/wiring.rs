@@ -203,6 +203,11 @@ impl steward_guard::AgentResolver for RegistryResolver {
         }
         self.0.id_by_name(tenant, reference).await
     }
+
+    async fn suspended(&self, tenant: TenantId, agent: AgentId) -> Result<bool> {
+        let found = self.0.find_cached(tenant, agent).await?;
+        Ok(found.is_some_and(|a| a.status == "suspended"))
+    }
 }
 
 /// What anomaly reports need from the registry (agent ids) and discovery (orphan reports),

@@ -138,6 +138,35 @@ app_test!(gateway_blocks_with_problem_and_headers, |app| {
         )
         .await;
     assert_eq!(r.status, 200, "{}", r.text());
+    // A suspended agent may not act through the gateway either; resumed, it may again.
+    let r = app
+        .call("POST", &format!("/api/v1/agents/{agent}/suspend"), &key, None)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    for path in ["chat", "action", "completions"] {
+        let r = app
+            .call(
+                "POST",
+                &format!("/api/v1/agents/{agent}/{path}"),
+                &key,
+                Some(json!({"input": "Write a haiku about rain."})),
+            )
+            .await;
+        r.problem(403, "agent_suspended");
+    }
+    let r = app
+        .call("POST", &format!("/api/v1/agents/{agent}/resume"), &key, None)
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = app
+        .call(
+            "POST",
+            &format!("/api/v1/agents/{agent}/chat"),
+            &key,
+            Some(json!({"input": "Write a haiku about rain."})),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
     let r = app
         .call(
             "POST",

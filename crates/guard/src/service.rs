@@ -52,6 +52,8 @@ pub struct GuardConfig {
 #[async_trait]
 pub trait AgentResolver: Send + Sync + 'static {
     async fn resolve(&self, tenant: TenantId, reference: &str) -> Result<Option<AgentId>>;
+    /// Whether a registered agent of the tenant is suspended (the gateway refuses it).
+    async fn suspended(&self, tenant: TenantId, agent: AgentId) -> Result<bool>;
 }
 
 fn threat_levels() -> utoipa::openapi::Object {
@@ -292,6 +294,17 @@ impl Guard {
                 "prompt",
                 format!("the prompt must be at most {max} characters long"),
             ));
+        }
+        // A suspended agent may not act (contract 11.3's rule for its other writes; the
+        // contract is silent on the gateway): refused after validation (contract 3.3's
+        // order), before any evaluation, whether the guard is on or not.
+        if let Some(found) = agent {
+            if self.agents.suspended(p.tenant, found).await? {
+                return Err(Error::new(
+                    steward_core::ErrorKind::AgentSuspended,
+                    format!("agent {found} is suspended"),
+                ));
+            }
         }
         if !self.config.enabled {
             return Ok(Gateway::Passed);

@@ -40,6 +40,9 @@ impl AgentResolver for NoAgents {
     async fn resolve(&self, _tenant: TenantId, _reference: &str) -> Result<Option<AgentId>> {
         Ok(None)
     }
+    async fn suspended(&self, _tenant: TenantId, _agent: AgentId) -> Result<bool> {
+        Ok(false)
+    }
 }
 
 /// A guard without ML model (rules and policy engine), escalating to `stub` with `timeout`.

@@ -84,6 +84,11 @@ pub struct Identity {
     resolved: Arc<ResolvedKeys>,
 }
 
+/// The least time before a failed password login is answered: above the password check and
+/// the audit entry of a known e-mail (tens of milliseconds), so that the answer's time does
+/// not tell whether the e-mail has an account. It also slows password guessing a little.
+pub(crate) const FAILED_LOGIN_FLOOR: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// Last-use times are written at most this often per key.
 const LAST_USED_RESOLUTION: time::Duration = time::Duration::seconds(60);
 
@@ -364,6 +369,9 @@ impl Identity {
             return Err(Error::internal_msg("validated login fields missing"));
         };
         let invalid = || Error::invalid_credentials("the e-mail or password is wrong");
+        // Every refusal below is answered no sooner than `FAILED_LOGIN_FLOOR` after this, so
+        // that the audit entry written for a known e-mail does not tell it from an unknown one.
+        let floor = tokio::time::Instant::now() + FAILED_LOGIN_FLOOR;
 
         let user: Option<UserRow> = with_conn!(&self.db, conn => {
             users::table
@@ -388,10 +396,12 @@ impl Identity {
                     json!({"email": email, "reason": "unknown user"}),
                 ),
             );
+            tokio::time::sleep_until(floor).await;
             return Err(invalid());
         };
         let Some(stored) = user.password_hash.clone() else {
             let _ = verify_password_async(self.dummy_hash.to_string(), password).await;
+            tokio::time::sleep_until(floor).await;
             return Err(invalid());
         };
         let user_id: UserId = user.id.into_id();
@@ -405,6 +415,7 @@ impl Identity {
                 json!({"reason": "wrong password", "email": email}),
             )
             .await;
+            tokio::time::sleep_until(floor).await;
             return Err(invalid());
         }
         if !user.is_active {

@@ -569,7 +569,12 @@ impl Sso {
         if let Some(error) = get("error") {
             return Err(refused(
                 SsoFailure::ProviderError,
-                format!("the provider answered error={error}"),
+                // The parameter comes from whoever sent the browser here: bounded (and the
+                // log escapes its control characters).
+                format!(
+                    "the provider answered error={:?}",
+                    error.chars().take(200).collect::<String>()
+                ),
             ));
         }
         let Some(code) = get("code").filter(|c| !c.is_empty()) else {

@@ -1,7 +1,8 @@
 //! User management (contract 8): the role-assignment rules live here, not in handlers.
 
 use diesel::prelude::*;
-use diesel_async::RunQueryDsl;
+use diesel_async::{AsyncConnection, RunQueryDsl};
+use scoped_futures::ScopedFutureExt;
 use serde_json::{json, Value};
 use steward_core::validate::{Fields, Query};
 use steward_core::{
@@ -449,15 +450,7 @@ impl Identity {
         Self::not_self(p, &target, "change the role of")?;
         Self::not_higher(p, &target)?;
         Self::assignable(p, role)?;
-        let now = Ts(clock::now());
-        let row_id = target.row.id;
-        with_conn!(&self.db, conn => {
-            diesel::update(users::table.filter(users::id.eq(row_id)))
-                .set((users::role.eq(role.as_str()), users::updated_at.eq(now)))
-                .execute(conn)
-                .await
-                .db()
-        })?;
+        self.apply_guarded(p, &target, Change::Role(role)).await?;
         self.credentials_changed().await;
         self.record(
             target.tenant,
@@ -488,10 +481,7 @@ impl Identity {
         let target = self.target(p, id).await?;
         Self::not_self(p, &target, "delete")?;
         Self::not_higher(p, &target)?;
-        let row_id = target.row.id;
-        with_conn!(&self.db, conn => {
-            diesel::delete(users::table.filter(users::id.eq(row_id))).execute(conn).await.db()
-        })?;
+        self.apply_guarded(p, &target, Change::Delete).await?;
         self.credentials_changed().await;
         self.record(
             target.tenant,
@@ -543,21 +533,9 @@ impl Identity {
         if target.row.is_active == active {
             return Ok(());
         }
-        let now = Ts(clock::now());
-        let row_id = target.row.id;
         // Conditional on the state read: of concurrent identical calls only one changes the
         // row, and only that one writes the audit entry (blocking a blocked user is a no-op).
-        let changed = with_conn!(&self.db, conn => {
-            diesel::update(
-                users::table
-                    .filter(users::id.eq(row_id))
-                    .filter(users::is_active.eq(!active)),
-            )
-            .set((users::is_active.eq(active), users::updated_at.eq(now)))
-            .execute(conn)
-            .await
-            .db()
-        })?;
+        let changed = self.apply_guarded(p, target, Change::Active(active)).await?;
         if changed == 0 {
             return Ok(());
         }
@@ -577,6 +555,105 @@ impl Identity {
         .await;
         Ok(())
     }
+    /// Applies `change` to `target` in one transaction that first locks the acting user's row
+    /// and the target's (in id order, so that two admins acting on each other cannot deadlock)
+    /// and then reads both again: the actor must still be active with at least the role it
+    /// authenticated with (403 otherwise), the target must still hold the role it was checked
+    /// with (409 otherwise). So of two admins demoting, blocking or deleting each other at the
+    /// same instant, one succeeds and the other is refused (the role of a request is read at
+    /// authentication, before the other's change commits). Returns the rows changed: 0 when
+    /// an activation found the target already in the wanted state.
+    async fn apply_guarded(&self, p: &Principal, target: &Target, change: Change) -> Result<usize> {
+        let target_id = target.row.id;
+        let actor = p.user.map(|u| Id(u.0)).filter(|a| *a != target_id);
+        let mut locks = vec![target_id];
+        locks.extend(actor);
+        locks.sort_by_key(|id| id.0);
+        let (acting_role, target_role) = (p.role, target.role.as_str());
+        let now = Ts(clock::now());
+        let outcome = with_conn!(&self.db, conn => {
+            conn.transaction::<_, diesel::result::Error, _>(|conn| {
+                let locks = &locks;
+                async move {
+                    // A no-op update: the row lock (PostgreSQL) or the write lock (SQLite).
+                    for id in locks {
+                        diesel::update(users::table.filter(users::id.eq(*id)))
+                            .set(users::updated_at.eq(users::updated_at))
+                            .execute(conn)
+                            .await?;
+                    }
+                    if let Some(actor) = actor {
+                        let row: Option<(String, bool)> = users::table
+                            .filter(users::id.eq(actor))
+                            .select((users::role, users::is_active))
+                            .first(conn)
+                            .await
+                            .optional()?;
+                        let still = row.is_some_and(|(role, active)| {
+                            active && role.parse::<Role>().is_ok_and(|r| r >= acting_role)
+                        });
+                        if !still {
+                            return Ok(Guarded::ActorChanged);
+                        }
+                    }
+                    let role: Option<String> = users::table
+                        .filter(users::id.eq(target_id))
+                        .select(users::role)
+                        .first(conn)
+                        .await
+                        .optional()?;
+                    if role.as_deref() != Some(target_role) {
+                        return Ok(Guarded::TargetChanged);
+                    }
+                    let one = users::table.filter(users::id.eq(target_id));
+                    let n = match change {
+                        Change::Role(r) => {
+                            diesel::update(one)
+                                .set((users::role.eq(r.as_str()), users::updated_at.eq(now)))
+                                .execute(conn)
+                                .await?
+                        }
+                        Change::Active(active) => {
+                            diesel::update(one.filter(users::is_active.eq(!active)))
+                                .set((users::is_active.eq(active), users::updated_at.eq(now)))
+                                .execute(conn)
+                                .await?
+                        }
+                        Change::Delete => diesel::delete(one).execute(conn).await?,
+                    };
+                    Ok(Guarded::Done(n))
+                }
+                .scope_boxed()
+            })
+            .await
+            .db()
+        })?;
+        match outcome {
+            Guarded::Done(n) => Ok(n),
+            Guarded::ActorChanged => Err(Error::forbidden(
+                "your account or role changed while this request ran; nothing was changed",
+            )),
+            Guarded::TargetChanged => Err(Error::conflict(format!(
+                "user {} changed while this request ran; read it again",
+                target.id
+            ))),
+        }
+    }
+}
+
+/// What a management call changes on its target (`Identity::apply_guarded`).
+#[derive(Clone, Copy)]
+enum Change {
+    Role(Role),
+    Active(bool),
+    Delete,
+}
+
+/// What `Identity::apply_guarded`'s transaction found.
+enum Guarded {
+    Done(usize),
+    ActorChanged,
+    TargetChanged,
 }
 
 #[cfg(test)]
@@ -602,4 +679,116 @@ mod tests {
     fn like_patterns_are_escaped() {
         assert_eq!(escape_like("50%_off"), "%50\\%\\_off%");
     }
+
+    use std::sync::Arc;
+
+    use async_trait::async_trait;
+    use steward_core::principal::CredentialKind;
+    use steward_core::{AuditId, AuditRecord, AuditWriter, ErrorKind, MemoryBus};
+
+    use crate::service::{IdentityConfig, NoProvisioning, PlatformCaller};
+
+    struct NoAudit;
+
+    #[async_trait]
+    impl AuditWriter for NoAudit {
+        async fn append(&self, _: AuditRecord) -> Result<AuditId> {
+            Ok(AuditId::new())
+        }
+    }
+
+    fn as_user(tenant: TenantId, user: &UserView, role: Role) -> Principal {
+        Principal {
+            tenant,
+            role,
+            user: Some(UserId(user.id.parse().unwrap())),
+            key: None,
+            kind: CredentialKind::Jwt,
+            jti: None,
+        }
+    }
+
+    // Two admins demoting each other at the same instant: each request's role was read at
+    // authentication, before the other's change committed. The second change must find its
+    // actor demoted and be refused, whatever it changes.
+    /// An identity service on `db` with a tenant; the tenant's id and its tenant-key principal.
+    async fn with_tenant(db: &steward_store::DbPool) -> (Identity, TenantId, Principal) {
+        let config = IdentityConfig {
+            secret_key: "k".repeat(32),
+            token_minutes: 15,
+            admin_api_key: "admin-key-for-tests".into(),
+            sso_providers: vec![],
+        };
+        let identity = Identity::new(
+            db.clone(),
+            Arc::new(MemoryBus::new()),
+            Arc::new(NoAudit),
+            Arc::new(NoProvisioning),
+            config,
+        )
+        .unwrap();
+        let created = identity
+            .create_tenant(&PlatformCaller::AdminKey, &Body::json(&json!({"name": "race"})))
+            .await
+            .unwrap();
+        let tenant = TenantId(created.id.parse().unwrap());
+        let key = Principal {
+            tenant,
+            role: Role::Admin,
+            user: None,
+            key: None,
+            kind: CredentialKind::TenantKey,
+            jti: None,
+        };
+        (identity, tenant, key)
+    }
+
+    // A failed login is answered no sooner than the floor, whether the e-mail is known (an
+    // audit entry is written) or not, so the answer's time does not tell them apart.
+    steward_store::db_test!(failed_logins_take_the_floor, |db| {
+        let (identity, _, key) = with_tenant(&db.pool).await;
+        let body = json!({"email": "known@race.test", "password": "a-good-password", "role": "viewer"});
+        identity.create_user(&key, &Body::json(&body)).await.unwrap();
+        for email in ["known@race.test", "unknown@race.test"] {
+            let started = std::time::Instant::now();
+            let body = json!({"email": email, "password": "a-wrong-password"});
+            let refused = identity.login(&Body::json(&body)).await.unwrap_err();
+            assert_eq!(refused.kind, ErrorKind::InvalidCredentials, "{refused:?}");
+            assert!(
+                started.elapsed() >= crate::service::FAILED_LOGIN_FLOOR,
+                "{email}: {:?}",
+                started.elapsed()
+            );
+        }
+        let body = json!({"email": "known@race.test", "password": "a-good-password"});
+        identity.login(&Body::json(&body)).await.unwrap();
+    });
+
+    steward_store::db_test!(a_demoted_actor_changes_nothing, |db| {
+        let (identity, tenant, key) = with_tenant(&db.pool).await;
+        let mut admins = vec![];
+        for name in ["a", "b"] {
+            let body = json!({"email": format!("{name}@race.test"), "password": "a-good-password", "role": "admin"});
+            admins.push(identity.create_user(&key, &Body::json(&body)).await.unwrap());
+        }
+        let (a, b) = (&admins[0], &admins[1]);
+        let stale_a = as_user(tenant, a, Role::Admin);
+        let viewer = Body::json(&json!({"role": "viewer"}));
+        identity
+            .set_role(&as_user(tenant, b, Role::Admin), &a.id, &viewer)
+            .await
+            .unwrap();
+        let refused = identity.set_role(&stale_a, &b.id, &viewer).await.unwrap_err();
+        assert_eq!(refused.kind, ErrorKind::Forbidden, "{refused:?}");
+        let refused = identity.set_blocked(&stale_a, &b.id, true).await.unwrap_err();
+        assert_eq!(refused.kind, ErrorKind::Forbidden, "{refused:?}");
+        let refused = identity.delete_user(&stale_a, &b.id).await.unwrap_err();
+        assert_eq!(refused.kind, ErrorKind::Forbidden, "{refused:?}");
+        let b_now = identity.reload(UserId(b.id.parse().unwrap())).await.unwrap();
+        assert_eq!((b_now.role.as_str(), b_now.is_active), ("admin", true));
+        // The admin still in office acts as before.
+        let b_admin = as_user(tenant, b, Role::Admin);
+        identity.set_blocked(&b_admin, &a.id, true).await.unwrap();
+        identity.delete_user(&b_admin, &a.id).await.unwrap();
+    });
 }

@@ -234,7 +234,7 @@ pub async fn chat(state: State, caller: KeyCaller, body: RawBody) -> ApiResult<H
 macro_rules! agent_gateway {
     ($name:ident, $path:literal) => {
         /// The guarded agent gateway: 403 `prompt_blocked` with the guard result, else 200;
-        /// 404 for an agent that is not the tenant's.
+        /// 404 for an agent that is not the tenant's, 403 `agent_suspended` for a suspended one.
         #[utoipa::path(post, path = $path, tag = "guard",
             security(("ApiKey" = [])),
             params(("id" = String, Path, description = "The agent's id")),
@@ -242,7 +242,7 @@ macro_rules! agent_gateway {
                 example = json!({"input": "Summarise the open tickets."})),
             responses((status = 200, body = crate::routes::schemas::GatewayAllowed, description = "Allowed (safe or suspicious), with X-Guard-Threat-Level and X-Guard-Score headers"),
                       (status = 401, description = "No or invalid credentials", content_type = "application/problem+json"),
-                      (status = 403, description = "`prompt_blocked`: the problem document with the guard result (`GuardResult`) in a member `guard`, and X-Guard-* headers; or role below developer", content_type = "application/problem+json"),
+                      (status = 403, description = "`prompt_blocked`: the problem document with the guard result (`GuardResult`) in a member `guard`, and X-Guard-* headers; `agent_suspended`: the agent is suspended (checked before the guard); or role below developer", content_type = "application/problem+json"),
                       (status = 404, description = "No such agent in this tenant", content_type = "application/problem+json"),
                       (status = 422, description = "No prompt in the body", content_type = "application/problem+json")))]
         pub async fn $name(

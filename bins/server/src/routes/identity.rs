@@ -179,7 +179,7 @@ pub async fn update_user(
 }
 
 /// Delete a user (its keys and sessions end).
-#[utoipa::path(delete, path = "/api/v1/users/{id}", tag = "users", security(("bearer" = [])), responses((status = 204)))]
+#[utoipa::path(delete, path = "/api/v1/users/{id}", tag = "users", security(("bearer" = [])), responses((status = 204), (status = 409, description = "the caller's own account, or the user changed while the request ran (read it again)")))]
 pub async fn delete_user(
     state: State,
     caller: JwtCaller,
@@ -205,7 +205,7 @@ pub async fn reset_password(
 }
 
 /// Change a user's role.
-#[utoipa::path(put, path = "/api/v1/users/{id}/role", tag = "users", security(("bearer" = [])), request_body(content = crate::routes::schemas::SetRole, content_type = "application/json", example = json!({"role": "security_analyst"})), responses((status = 200, body = steward_identity::views::UserView, description = "the user")))]
+#[utoipa::path(put, path = "/api/v1/users/{id}/role", tag = "users", security(("bearer" = [])), request_body(content = crate::routes::schemas::SetRole, content_type = "application/json", example = json!({"role": "security_analyst"})), responses((status = 200, body = steward_identity::views::UserView, description = "the user"), (status = 409, description = "the caller's own account, or the user changed while the request ran (read it again)")))]
 pub async fn set_role(
     state: State,
     caller: JwtCaller,
@@ -216,7 +216,7 @@ pub async fn set_role(
 }
 
 /// Block a user: every credential of the user is refused at once.
-#[utoipa::path(post, path = "/api/v1/users/{id}/block", tag = "users", security(("bearer" = [])), responses((status = 200, body = steward_identity::views::UserView, description = "the user")))]
+#[utoipa::path(post, path = "/api/v1/users/{id}/block", tag = "users", security(("bearer" = [])), responses((status = 200, body = steward_identity::views::UserView, description = "the user"), (status = 409, description = "the caller's own account, or the user changed while the request ran (read it again)")))]
 pub async fn block(
     state: State,
     caller: JwtCaller,
@@ -226,7 +226,7 @@ pub async fn block(
 }
 
 /// Unblock a user.
-#[utoipa::path(post, path = "/api/v1/users/{id}/unblock", tag = "users", security(("bearer" = [])), responses((status = 200, body = steward_identity::views::UserView, description = "the user")))]
+#[utoipa::path(post, path = "/api/v1/users/{id}/unblock", tag = "users", security(("bearer" = [])), responses((status = 200, body = steward_identity::views::UserView, description = "the user"), (status = 409, description = "the caller's own account, or the user changed while the request ran (read it again)")))]
 pub async fn unblock(
     state: State,
     caller: JwtCaller,

@@ -132,6 +132,24 @@ test('a wrong password is refused on the login form', async () => {
   await page.context().close();
 });
 
+test('a single sign-on code this tab did not ask for is never exchanged; unknown reasons are not echoed', async () => {
+  const page = await newPage();
+  const exchanges = [];
+  page.on('request', (r) => { if (r.url().includes('/auth/sso/exchange')) exchanges.push(r.url()); });
+  // Someone else's link: a code (and a flow id) that no sign-in of this tab started.
+  await page.goto(`${BASE}/dashboard?sso_flow=0123456789abcdef&sso_code=someone-elses-code`);
+  await page.waitForSelector('#login-error:not([hidden])');
+  assert.match(await page.textContent('#login-error'), /did not ask for/);
+  assert.deepEqual(exchanges, []);
+  assert.ok(!page.url().includes('sso_code'), page.url());
+  await page.goto(`${BASE}/login?sso_error=Your_account_is_locked_call_555-0100`);
+  await page.waitForSelector('#login-error:not([hidden])');
+  const shown = await page.textContent('#login-error');
+  assert.match(shown, /unknown reason/);
+  assert.ok(!shown.includes('555'), shown);
+  await page.context().close();
+});
+
 test('log in; the overview shows the numbers of GET /stats; every screen renders', async () => {
   const page = await newPage();
   await signIn(page, SUPER);

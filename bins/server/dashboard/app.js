@@ -20,6 +20,23 @@ const NAV = [
 
 let current = null; // the screen's cleanup function
 
+/** sessionStorage key of the single sign-on flow this tab started. */
+const SSO_FLOW = 'steward.sso_flow';
+
+/** The reasons of contract 7.3's failed callbacks, in words; any other value is not shown. */
+const SSO_REASONS = {
+  invalid_state: 'invalid state (the sign-in took too long or was already used)',
+  provider_error: 'the identity provider refused or failed',
+  not_provisioned: 'no account exists for you here',
+  email_conflict: 'a local account already uses your e-mail',
+  user_blocked: 'your account is blocked',
+};
+
+function randomId() {
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
+}
+
 async function showLogin(message) {
   disconnect();
   $('shell').hidden = true;
@@ -31,8 +48,13 @@ async function showLogin(message) {
     const box = clear($('sso-buttons'));
     for (const p of providers || []) {
       if (p.enabled === false) continue;
-      const href = `/api/v1/auth/sso/login?provider=${encodeURIComponent(p.id)}&redirect=${encodeURIComponent('/dashboard')}`;
-      box.append(h('a', { href, 'data-testid': `sso-${p.id}` }, h('button', { type: 'button' }, p.name)));
+      // The flow id comes back in the redirect beside the code; only a flow started in this
+      // tab is finished (see boot), so a code from someone else's link is never exchanged.
+      const flow = randomId();
+      const back = `/dashboard?sso_flow=${flow}`;
+      const href = `/api/v1/auth/sso/login?provider=${encodeURIComponent(p.id)}&redirect=${encodeURIComponent(back)}`;
+      const on = { click: () => sessionStorage.setItem(SSO_FLOW, flow) };
+      box.append(h('a', { href, on, 'data-testid': `sso-${p.id}` }, h('button', { type: 'button' }, p.name)));
     }
     $('sso').hidden = !box.children.length;
   } catch { $('sso').hidden = true; }
@@ -121,14 +143,21 @@ async function boot() {
   if (code || ssoError || location.pathname !== '/dashboard') {
     history.replaceState(null, '', `/dashboard${location.hash || '#/overview'}`);
   }
+  const started = sessionStorage.getItem(SSO_FLOW);
+  if (code || ssoError) sessionStorage.removeItem(SSO_FLOW);
   if (code) {
+    // A code this tab did not ask for (a link or page of someone else's, which would sign
+    // this browser into their account) is never exchanged.
+    if (!started || params.get('sso_flow') !== started) {
+      return showLogin('A single sign-on answer arrived that this browser did not ask for; it was ignored. Sign in again.');
+    }
     try {
       await startSession(await api('POST', '/auth/sso/exchange', { code }));
     } catch (e) {
       return showLogin(`Single sign-on failed: ${e.message}`);
     }
   }
-  if (ssoError) return showLogin(`Single sign-on failed: ${ssoError.replace(/_/g, ' ')}.`);
+  if (ssoError) return showLogin(`Single sign-on failed: ${SSO_REASONS[ssoError] || 'unknown reason'}.`);
   if (session.get()) return showShell();
   return showLogin();
 }

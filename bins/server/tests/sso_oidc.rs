@@ -390,6 +390,64 @@ async fn jit_user_mapped_role_group_change_and_single_use_code() {
     assert_eq!(mine, 3, "every SSO login of the person is audited: {audit}");
 }
 
+// A pre-provisioned account goes to whoever first shows its e-mail, so the provider must mark
+// that e-mail verified; an e-mail marked not verified signs nobody in.
+#[actix_web::test]
+async fn a_preprovisioned_account_needs_a_verified_email() {
+    let Some(p) = provider() else {
+        eprintln!("skipped: TEST_OIDC_ISSUER is not set (start .ci/peers/oidc.sh)");
+        return;
+    };
+    let server = serve(&p, Some(sqlite().await), None, &[]).await;
+    let super_login = server
+        .app
+        .call(
+            "POST",
+            "/api/v1/auth/login",
+            &common::Cred::None,
+            Some(json!({"email": common::SUPER_EMAIL, "password": common::SUPER_PASSWORD})),
+        )
+        .await
+        .json();
+    let key = common::Cred::Jwt(
+        super_login["access_token"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+    );
+    let name = unique("cfo");
+    let created = server
+        .app
+        .call(
+            "POST",
+            "/api/v1/users",
+            &key,
+            Some(json!({"email": format!("{name}@example.test"), "role": "admin", "auth_provider": "oidc"})),
+        )
+        .await;
+    assert_eq!(created.status, 201, "{}", created.text());
+    let account = created.json()["id"].clone();
+
+    // Without `email_verified`, and with it false: refused, the account left unclaimed.
+    for (flag, reason) in [("email-unverified", "email_conflict"), ("email-refuted", "provider_error")] {
+        let landing = sign_in(&server, &server, &format!("{name}+{flag}"), Duration::ZERO).await;
+        assert_eq!(landing.location.path(), "/login", "{flag}");
+        assert_eq!(landing.param("sso_error").as_deref(), Some(reason), "{flag}");
+        assert_eq!(landing.param("sso_code"), None, "{flag}");
+    }
+    let user = server
+        .app
+        .call("GET", &format!("/api/v1/users/{}", account.as_str().unwrap_or_default()), &key, None)
+        .await
+        .json();
+    assert_eq!(user["external_subject"], Value::Null, "{user}");
+
+    // Verified: the person takes the pre-provisioned account (and its role).
+    let signed_in = session(&server, &name).await;
+    assert_eq!(signed_in["user"]["id"], account);
+    assert_eq!(signed_in["user"]["role"], "admin");
+}
+
 #[actix_web::test]
 async fn provisioning_off_refuses_unknown_people() {
     let Some(p) = provider() else {

@@ -69,6 +69,11 @@ pub struct ProviderConfig {
     pub tenant_id: Option<uuid::Uuid>,
     #[serde(default = "enabled_default")]
     pub enabled: bool,
+    /// Extension: let a sign-in whose e-mail the provider does not mark verified
+    /// (`email_verified` absent) take over a pre-provisioned account with that e-mail. Off by
+    /// default; for providers that never send the claim and let no user choose an e-mail.
+    #[serde(default)]
+    pub trust_unverified_email: bool,
 }
 
 fn default_scopes() -> Vec<String> {
@@ -274,6 +279,8 @@ fn refused(reason: SsoFailure, why: impl Into<String>) -> CallbackError {
 struct Person {
     subject: String,
     email: String,
+    /// The provider's `email_verified` claim (userinfo over ID token), when it sent one.
+    email_verified: Option<bool>,
     name: Option<String>,
     groups: Vec<String>,
 }
@@ -293,13 +300,28 @@ fn digest(kind: &str, value: &str) -> String {
 }
 
 /// `redirect` of `/auth/sso/login`: a path on the frontend (one leading `/`, no scheme, no
-/// host, nothing a browser would read as another origin).
+/// host, nothing a browser would read as another origin), of printable ASCII (other characters
+/// percent-encoded, so the `Location` header carries them as they are).
 pub fn valid_redirect(path: &str) -> bool {
     path.starts_with('/')
         && !path.starts_with("//")
         && path.len() <= 2048
-        && !path.contains('\\')
-        && !path.chars().any(|c| c.is_control() || c.is_whitespace())
+        && path.chars().all(|c| c.is_ascii_graphic() && c != '\\')
+}
+
+/// `redirect` with `sso_code` added to its query (contract 7.3: `?`, or `&` when it has a
+/// query), before its fragment if it has one, so that the frontend receives the code
+/// (`/dashboard#/agents` → `/dashboard?sso_code=C#/agents`).
+fn with_code(redirect: &str, code: &str) -> String {
+    let (path, fragment) = match redirect.split_once('#') {
+        Some((p, f)) => (p, Some(f)),
+        None => (redirect, None),
+    };
+    let sep = if path.contains('?') { '&' } else { '?' };
+    match fragment {
+        Some(f) => format!("{path}{sep}sso_code={code}#{f}"),
+        None => format!("{path}{sep}sso_code={code}"),
+    }
 }
 
 /// The single sign-on service.
@@ -597,14 +619,10 @@ impl Sso {
                 Some(SSO_CODE_TTL),
             )
             .await?;
-        let sep = if flow.redirect.contains('?') {
-            '&'
-        } else {
-            '?'
-        };
         Ok(format!(
-            "{}{}{sep}sso_code={code}",
-            self.settings.frontend_url, flow.redirect
+            "{}{}",
+            self.settings.frontend_url,
+            with_code(&flow.redirect, &code)
         ))
     }
 
@@ -655,6 +673,7 @@ impl Sso {
                 .email()
                 .map(|e| e.as_str().to_owned())
                 .unwrap_or_default(),
+            email_verified: claims.email_verified(),
             name: claims
                 .name()
                 .and_then(|n| n.get(None))
@@ -673,6 +692,7 @@ impl Sso {
                 .map_err(|e| format!("userinfo failed: {}", error_chain(&e)))?;
             if let Some(email) = info.email() {
                 person.email = email.as_str().to_owned();
+                person.email_verified = info.email_verified();
             }
             if let Some(name) = info.name().and_then(|n| n.get(None)) {
                 person.name = Some(name.as_str().to_owned());
@@ -685,6 +705,11 @@ impl Sso {
         person.email = person.email.trim().to_lowercase();
         if person.email.is_empty() || !person.email.contains('@') || person.email.len() > 254 {
             return Err("the provider gave no usable e-mail claim".to_owned());
+        }
+        // An e-mail the provider says it has not verified belongs to nobody yet: no account
+        // is created or found by it.
+        if person.email_verified == Some(false) {
+            return Err("the provider marks the e-mail as not verified".to_owned());
         }
         Ok(person)
     }
@@ -729,7 +754,30 @@ impl Sso {
                         .optional()
                         .db()
                 })?;
+                // A pre-provisioned account goes to whoever shows its e-mail first, so the
+                // provider must vouch for that e-mail (`email_verified`), unless the operator
+                // trusts every e-mail of this provider.
+                let vouched = person.email_verified == Some(true) || p.cfg.trust_unverified_email;
                 match by_email {
+                    Some(u)
+                        if u.auth_provider.as_deref() == Some(provider_id.as_str())
+                            && u.external_subject.is_none()
+                            && !vouched =>
+                    {
+                        self.identity
+                            .record(
+                                u.tenant_id.into_id(),
+                                Some(u.id.into_id()),
+                                "user.login_failed",
+                                format!("user:{}", uuid_of(u.id)),
+                                json!({"method": "sso", "provider": provider_id, "reason": "email_not_verified"}),
+                            )
+                            .await;
+                        return Err(refused(
+                            SsoFailure::EmailConflict,
+                            "a pre-provisioned account has this e-mail, which the provider does not mark verified",
+                        ));
+                    }
                     Some(u)
                         if u.auth_provider.as_deref() == Some(provider_id.as_str())
                             && u.external_subject.is_none() =>
@@ -1129,10 +1177,20 @@ mod tests {
             "/\\evil.example",
             "/a b",
             "/a\nb",
+            "/caf\u{e9}",
+            "/a\u{200b}b",
             "",
         ] {
             assert!(!valid_redirect(bad), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn the_code_goes_into_the_query_before_a_fragment() {
+        assert_eq!(with_code("/dashboard", "C"), "/dashboard?sso_code=C");
+        assert_eq!(with_code("/agents?tab=x", "C"), "/agents?tab=x&sso_code=C");
+        assert_eq!(with_code("/dashboard#/agents", "C"), "/dashboard?sso_code=C#/agents");
+        assert_eq!(with_code("/d?a=1#/x?y", "C"), "/d?a=1&sso_code=C#/x?y");
     }
 
     fn explicit_provider() -> ProviderConfig {

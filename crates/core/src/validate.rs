@@ -119,6 +119,32 @@ pub fn parse_bool(raw: &str) -> Option<bool> {
     }
 }
 
+/// Most JSON values a free-form object member (`context`, `input`, `event_data`, …) may hold,
+/// counted at any depth. The body limit bounds bytes, not work: a 1 MiB object of 60,000
+/// members costs hundreds of times an ordinary request to copy, convert and store, and again
+/// at every listing of it, on the HTTP workers that every tenant shares.
+pub const MAX_OBJECT_VALUES: usize = 10_000;
+
+/// Most items of a string array member.
+pub const MAX_ARRAY_ITEMS: usize = 10_000;
+
+/// Whether `v` holds more than `max` values (itself included), counted until `max` is passed.
+pub fn json_values_over(v: &Value, max: usize) -> bool {
+    fn count(v: &Value, left: &mut usize) -> bool {
+        if *left == 0 {
+            return true;
+        }
+        *left -= 1;
+        match v {
+            Value::Array(items) => items.iter().any(|i| count(i, left)),
+            Value::Object(members) => members.values().any(|m| count(m, left)),
+            _ => false,
+        }
+    }
+    let mut left = max;
+    count(v, &mut left)
+}
+
 /// Typed access to the members of a JSON object, collecting every problem.
 ///
 /// ```
@@ -314,6 +340,13 @@ impl<'a> Fields<'a> {
     pub fn optional_object(&mut self, name: &str) -> Option<&'a Map<String, Value>> {
         let v = self.get(name)?;
         match v.as_object() {
+            Some(_) if json_values_over(v, MAX_OBJECT_VALUES) => {
+                self.error(
+                    name,
+                    format!("must hold at most {MAX_OBJECT_VALUES} JSON values (members and items at any depth)"),
+                );
+                None
+            }
             Some(o) => Some(o),
             None => {
                 self.error(name, "must be a JSON object");
@@ -340,6 +373,10 @@ impl<'a> Fields<'a> {
             self.error(name, "must be an array of strings");
             return None;
         };
+        if items.len() > MAX_ARRAY_ITEMS {
+            self.error(name, format!("must hold at most {MAX_ARRAY_ITEMS} items"));
+            return None;
+        }
         let mut out = Vec::with_capacity(items.len());
         let mut ok = true;
         for (i, item) in items.iter().enumerate() {
@@ -414,6 +451,22 @@ impl<'a> Fields<'a> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn wide_objects_and_long_arrays_are_refused() {
+        let wide: Map<String, Value> = (0..MAX_OBJECT_VALUES)
+            .map(|i| (format!("k{i}"), json!(i)))
+            .collect();
+        let nested = json!({"a": [[1, 2], {"b": [3, 4]}]});
+        assert!(!json_values_over(&nested, 9) && json_values_over(&nested, 8));
+        let body = json!({"context": wide, "small": {"a": 1}, "tags": vec!["t"; MAX_ARRAY_ITEMS + 1]});
+        let mut f = Fields::root(&body);
+        assert!(f.optional_object("context").is_none());
+        assert!(f.optional_object("small").is_some());
+        assert!(f.optional_str_array("tags", 10).is_none());
+        let errors = fields_of(f.finish());
+        assert_eq!(errors, ["context", "tags"]);
+    }
 
     fn fields_of(r: Result<()>) -> Vec<String> {
         match r {

@@ -145,7 +145,7 @@ fn stream_file(file: ExportFile, handle: tokio::fs::File) -> HttpResponse {
 }
 
 /// Download a finished asynchronous export.
-#[utoipa::path(get, path = "/api/v1/audit/export/download/{id}", tag = "audit", security(("ApiKey" = []), ("bearer" = [])), responses((status = 200, description = "the export file"), (status = 409, description = "the export is not finished")))]
+#[utoipa::path(get, path = "/api/v1/audit/export/download/{id}", tag = "audit", security(("ApiKey" = []), ("bearer" = [])), responses((status = 200, description = "the export file"), (status = 404, description = "no such job in the caller's tenant, or its file is gone (deleted, or on an instance that does not share EXPORT_STORAGE_PATH)"), (status = 409, description = "the export is not finished")))]
 pub async fn export_download(
     state: State,
     caller: ApiCaller,
@@ -156,7 +156,15 @@ pub async fn export_download(
         .export_file(&caller.0, &id, &state.settings.export_storage_path)
         .await?;
     let handle = tokio::fs::File::open(&file.path).await.map_err(|e| {
-        steward_core::Error::internal_msg(format!("export file {}: {e}", file.path.display()))
+        if e.kind() == std::io::ErrorKind::NotFound {
+            // Deleted, or written by an instance that does not share EXPORT_STORAGE_PATH.
+            steward_core::Error::not_found(format!(
+                "the file of export job {} is no longer there; start a new export",
+                id.as_str()
+            ))
+        } else {
+            steward_core::Error::internal_msg(format!("export file {}: {e}", file.path.display()))
+        }
     })?;
     Ok(stream_file(file, handle))
 }

@@ -417,3 +417,49 @@ app_test!(blocking_and_deleting_take_effect_at_once, |app| {
     .await
     .problem(401, "invalid_credentials");
 });
+
+// One tenant cannot fill the job queue every tenant waits in: at most 10 export jobs queued or
+// running, one queued clustering task (the same request answers with it). No background work
+// runs in these tests, so every job stays queued.
+app_test!(a_tenant_queues_a_bounded_number_of_jobs, |app| {
+    let t = app.tenant("jobs-bound").await;
+    let key = Cred::Key(t.key.clone());
+    for _ in 0..10 {
+        let r = app
+            .call("POST", "/api/v1/audit/export/async", &key, Some(json!({"limit": 1})))
+            .await;
+        assert_eq!(r.status, 202, "{}", r.text());
+    }
+    app.call("POST", "/api/v1/audit/export/async", &key, Some(json!({})))
+        .await
+        .problem(409, "conflict");
+    // Another tenant is not held back.
+    let other = app.tenant("jobs-other").await;
+    let r = app
+        .call("POST", "/api/v1/audit/export/async", &Cred::Key(other.key.clone()), Some(json!({})))
+        .await;
+    assert_eq!(r.status, 202, "{}", r.text());
+
+    let first = app
+        .call("POST", "/api/v1/discovery/cluster", &key, Some(json!({"threshold": 0.8})))
+        .await;
+    assert_eq!(first.status, 202, "{}", first.text());
+    let again = app
+        .call("POST", "/api/v1/discovery/cluster", &key, Some(json!({"threshold": 0.8})))
+        .await;
+    assert_eq!(again.status, 202, "{}", again.text());
+    assert_eq!(again.json()["task_id"], first.json()["task_id"]);
+    app.call("POST", "/api/v1/discovery/cluster", &key, Some(json!({"threshold": 0.5})))
+        .await
+        .problem(409, "conflict");
+    let batch = app
+        .call(
+            "POST",
+            "/api/v1/discovery/ingest/batch",
+            &key,
+            Some(json!({"events": [{"name": "shadow-bot"}], "cluster": true})),
+        )
+        .await;
+    assert!(batch.status == 200 || batch.status == 201, "{}", batch.text());
+    assert_eq!(batch.json()["cluster_task_id"], first.json()["task_id"]);
+});

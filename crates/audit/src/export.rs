@@ -21,6 +21,9 @@ use tokio::io::AsyncWriteExt;
 
 use crate::service::{AuditEntry, AuditService, EntryRow};
 
+/// Most asynchronous exports a tenant may have queued or running at once.
+pub const MAX_ACTIVE_EXPORTS: usize = 10;
+
 /// Largest synchronous export.
 pub const SYNC_LIMIT: i64 = 10_000;
 /// Records read per database round trip while exporting.
@@ -626,6 +629,15 @@ impl AuditService {
             "limit": body_limit.or(query_limit),
             "filters": filters.to_json(),
         });
+        // A tenant has at most `MAX_ACTIVE_EXPORTS` jobs queued or running: each one writes
+        // the tenant's retained log to disk, and every tenant's exports wait in one queue.
+        let active = jobs::active(self.db(), p.tenant, JOB_KIND).await?;
+        if active.len() >= MAX_ACTIVE_EXPORTS {
+            return Err(Error::conflict(format!(
+                "{} export jobs of this tenant are queued or running (at most {MAX_ACTIVE_EXPORTS}); wait for one to finish",
+                active.len()
+            )));
+        }
         let job = jobs::enqueue(self.db(), p.tenant, JOB_KIND, payload).await?;
         Ok(ExportJob::from_row(&job))
     }

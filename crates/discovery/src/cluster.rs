@@ -84,7 +84,14 @@ enum GroupOutcome {
 }
 
 impl Discovery {
+    /// Queues a clustering task after an ingest: a task of the tenant still queued covers the
+    /// new candidates too, so it is returned instead of queuing another (at most one queued
+    /// and one running per tenant).
     pub(crate) async fn enqueue_cluster(&self, tenant: TenantId, threshold: f64) -> Result<Task> {
+        let active = jobs::active(&self.db, tenant, JOB_KIND).await?;
+        if let Some(queued) = active.iter().find(|j| j.status == "queued") {
+            return Ok(Task::from_row(queued));
+        }
         let job =
             jobs::enqueue(&self.db, tenant, JOB_KIND, json!({"threshold": threshold})).await?;
         Ok(Task::from_row(&job))
@@ -111,8 +118,24 @@ impl Discovery {
             },
         };
         f.finish()?;
-        self.enqueue_cluster(p.tenant, threshold.unwrap_or(DEFAULT_THRESHOLD))
-            .await
+        let threshold = threshold.unwrap_or(DEFAULT_THRESHOLD);
+        // At most one queued clustering task per tenant (besides one running): a task costs
+        // time quadratic in the pending candidates, and every tenant's tasks wait in one
+        // queue. A queued task with the same threshold is the answer to the same request; one
+        // with another threshold is a conflict.
+        let active = jobs::active(&self.db, p.tenant, JOB_KIND).await?;
+        if let Some(queued) = active.iter().find(|j| j.status == "queued") {
+            if queued.payload.0["threshold"].as_f64() == Some(threshold) {
+                return Ok(Task::from_row(queued));
+            }
+            return Err(Error::conflict(format!(
+                "clustering task {} is queued with another threshold; wait for it to finish",
+                queued.id.0
+            )));
+        }
+        let job = jobs::enqueue(&self.db, p.tenant, JOB_KIND, json!({"threshold": threshold}))
+            .await?;
+        Ok(Task::from_row(&job))
     }
 
     /// `GET /discovery/cluster/{task_id}`.

@@ -92,6 +92,23 @@ pub async fn enqueue(db: &DbPool, tenant: TenantId, kind: &str, payload: Value) 
     Ok(row)
 }
 
+/// A tenant's queued and running jobs of a kind, oldest first. Callers bound how many a tenant
+/// may have, so that one tenant cannot fill the queue that every tenant's jobs wait in.
+pub async fn active(db: &DbPool, tenant: TenantId, kind: &str) -> Result<Vec<JobRow>> {
+    with_conn!(db, conn => {
+        jobs::table
+            .filter(jobs::tenant_id.eq(Id(tenant.0)))
+            .filter(jobs::kind.eq(kind))
+            .filter(jobs::status.eq_any(["queued", "running"]))
+            .order(jobs::created_at.asc())
+            .limit(100)
+            .select(JobRow::as_select())
+            .load(conn)
+            .await
+            .db()
+    })
+}
+
 /// A tenant's job of a kind (`None` when absent or another tenant's).
 pub async fn get(
     db: &DbPool,

@@ -105,7 +105,7 @@ pub async fn export_csv(state: State, caller: ApiCaller, q: QueryPairs) -> ApiRe
 }
 
 /// Start an asynchronous export job.
-#[utoipa::path(post, path = "/api/v1/audit/export/async", tag = "audit", security(("ApiKey" = []), ("bearer" = [])), params(crate::routes::schemas::AuditFilters), request_body(content = Option<crate::routes::schemas::ExportRequest>, content_type = "application/json", example = json!({"format": "jsonl", "limit": 100000})), responses((status = 202, body = steward_audit::export::ExportJob)))]
+#[utoipa::path(post, path = "/api/v1/audit/export/async", tag = "audit", security(("ApiKey" = []), ("bearer" = [])), params(crate::routes::schemas::AuditFilters), request_body(content = Option<crate::routes::schemas::ExportRequest>, content_type = "application/json", example = json!({"format": "jsonl", "limit": 100000})), responses((status = 202, body = steward_audit::export::ExportJob), (status = 409, description = "the tenant already has 10 export jobs queued or running")))]
 pub async fn export_async(
     state: State,
     caller: ApiCaller,

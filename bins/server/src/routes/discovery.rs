@@ -72,7 +72,7 @@ pub async fn dismiss(
 }
 
 /// Start a clustering task (202).
-#[utoipa::path(post, path = "/api/v1/discovery/cluster", tag = "discovery", security(("ApiKey" = []), ("bearer" = [])), request_body(content = Option<crate::routes::schemas::ClusterRequest>, content_type = "application/json", example = json!({"threshold": 0.8})), responses((status = 202, body = steward_discovery::cluster::Task)))]
+#[utoipa::path(post, path = "/api/v1/discovery/cluster", tag = "discovery", security(("ApiKey" = []), ("bearer" = [])), request_body(content = Option<crate::routes::schemas::ClusterRequest>, content_type = "application/json", example = json!({"threshold": 0.8})), responses((status = 202, body = steward_discovery::cluster::Task, description = "the queued task (the tenant's task already queued with the same threshold, if any)"), (status = 409, description = "a task of this tenant is queued with another threshold")))]
 pub async fn cluster(state: State, caller: ApiCaller, body: RawBody) -> ApiResult<HttpResponse> {
     accepted(state.discovery.start_cluster(&caller.0, &body.0).await?)
 }

@@ -153,6 +153,10 @@ pub struct AuditService {
     hook: Option<Arc<dyn AfterWrite>>,
     writer: Writer,
     agents: Option<Arc<dyn AgentDirectory>>,
+    /// One chain verification at a time in this instance (`GET /audit/verify` is open to
+    /// viewers and its cost grows with the retained chain): later ones wait their turn instead
+    /// of taking every core.
+    verifying: Arc<tokio::sync::Semaphore>,
 }
 
 /// Where `POST /audit/log` looks the reporting agent up: its status and name. The server wires
@@ -214,6 +218,7 @@ impl AuditService {
             hasher,
             hook: None,
             agents: None,
+            verifying: Arc::new(tokio::sync::Semaphore::new(1)),
         })
     }
 
@@ -546,8 +551,14 @@ impl AuditService {
         self.verify_tenant(p.tenant).await
     }
 
-    /// Verifies one tenant's chain (also used offline).
+    /// Verifies one tenant's chain (also used offline). Verifications run one at a time, and
+    /// the hashing of each batch runs on the blocking pool, never on the request workers.
     pub async fn verify_tenant(&self, tenant: TenantId) -> Result<Verification> {
+        let _turn = self
+            .verifying
+            .acquire()
+            .await
+            .map_err(|e| Error::unavailable("audit verifier", e))?;
         let tenant = Id(tenant.0);
         let mut checked = 0i64;
         // The head is read first: the chain must run without a gap from the genesis (seq 1
@@ -600,20 +611,21 @@ impl AuditService {
             })?;
             let Some(last) = rows.last() else { break };
             after = last.seq;
-            for row in rows {
-                checked += 1;
-                let entry = row.view();
-                let gap = entry.seq != previous.0 + 1;
-                let bad = self.check_entry(&entry, previous.1.as_deref());
-                if gap || bad.is_some() {
-                    return Ok(Verification {
-                        valid: false,
-                        checked,
-                        first_bad_id: Some(entry.id),
-                    });
-                }
-                previous = (entry.seq, Some(entry.hash));
+            let hasher = self.hasher.clone();
+            let (n, bad, last) = tokio::task::spawn_blocking(move || {
+                check_batch(&hasher, rows, previous)
+            })
+            .await
+            .map_err(Error::internal)?;
+            checked += n;
+            if let Some(id) = bad {
+                return Ok(Verification {
+                    valid: false,
+                    checked,
+                    first_bad_id: Some(id),
+                });
             }
+            previous = last;
         }
         // Entries missing after the last one present (or all of them): no entry is wrong,
         // the chain stops short of its head.
@@ -633,6 +645,27 @@ impl AuditService {
     pub fn check_entry(&self, entry: &AuditEntry, previous_hash: Option<&str>) -> Option<String> {
         check_entry(&self.hasher, entry, previous_hash)
     }
+}
+
+/// Checks a batch of consecutive rows after `previous` (seq, hash): how many were checked, the
+/// id of the first that is out of sequence or does not match, and the (seq, hash) to continue
+/// from.
+fn check_batch(
+    hasher: &ChainHasher,
+    rows: Vec<EntryRow>,
+    mut previous: (i64, Option<String>),
+) -> (i64, Option<String>, (i64, Option<String>)) {
+    let mut checked = 0;
+    for row in rows {
+        checked += 1;
+        let entry = row.view();
+        let gap = entry.seq != previous.0 + 1;
+        if gap || check_entry(hasher, &entry, previous.1.as_deref()).is_some() {
+            return (checked, Some(entry.id), previous);
+        }
+        previous = (entry.seq, Some(entry.hash));
+    }
+    (checked, None, previous)
 }
 
 /// `Some(id)` when the entry's link to `previous_hash`, its hash or its signature does not match.

@@ -34,6 +34,10 @@ pub fn spawn_all(state: &AppState) {
             .clone()
             .run_retention(state.settings.audit_retention_days),
     );
+    actix_web::rt::spawn(state.audit.clone().run_export_retention(
+        state.settings.export_storage_path.clone(),
+        state.settings.export_retention_hours,
+    ));
     actix_web::rt::spawn(state.discovery.clone().run_cluster_worker());
     actix_web::rt::spawn(state.ws.clone().run(state.bus.clone()));
     actix_web::rt::spawn(state.policy.clone().listen_for_changes());

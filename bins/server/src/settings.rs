@@ -173,6 +173,9 @@ pub struct Settings {
     pub audit_signing_key: Secret,
     pub audit_retention_days: u64,
     pub export_storage_path: PathBuf,
+    /// `EXPORT_RETENTION_HOURS`: finished asynchronous exports (files and jobs) are deleted
+    /// this long after they were written.
+    pub export_retention_hours: u64,
     /// `JOB_LEASE_SECONDS`: the lease of all claimed background work (unset = each worker's
     /// default: exports and clustering 30 s, training 10 s, the SIEM sender 15 s).
     pub job_lease_seconds: Option<u64>,
@@ -397,6 +400,7 @@ impl Settings {
         let audit_retention_days = r.positive("AUDIT_RETENTION_DAYS", 90);
         let export_storage_path =
             PathBuf::from(r.string("EXPORT_STORAGE_PATH", "./storage/exports"));
+        let export_retention_hours = r.positive("EXPORT_RETENTION_HOURS", 168);
         let job_lease_seconds = r.raw("JOB_LEASE_SECONDS").map(|v| {
             let n = r.positive("JOB_LEASE_SECONDS", 30);
             if !(3..=3600).contains(&n) {
@@ -613,6 +617,7 @@ impl Settings {
             audit_signing_key: Secret(audit_signing_key),
             audit_retention_days,
             export_storage_path,
+            export_retention_hours,
             job_lease_seconds,
             max_request_body_bytes,
             request_body_timeout_seconds,

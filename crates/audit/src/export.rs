@@ -808,6 +808,70 @@ impl AuditService {
     }
 }
 
+impl AuditService {
+    /// Deletes finished asynchronous exports older than `hours`, every hour: each instance
+    /// removes the files of its `dir` last written before the cut-off (the directory may be
+    /// its own), and one instance (claimed through the database) deletes the jobs finished
+    /// before it, whose status and download then answer 404. Export files hold audit entries:
+    /// they do not outlive their use, and they cannot fill the disk that the database shares.
+    pub async fn run_export_retention(self, dir: PathBuf, hours: u64) {
+        let mut tick = tokio::time::interval(Duration::from_secs(3_600));
+        loop {
+            tick.tick().await;
+            let keep = Duration::from_secs(hours.saturating_mul(3_600));
+            let removed = remove_files_older_than(&dir, keep).await;
+            if removed > 0 {
+                tracing::info!(files = removed, hours, "audit export files removed");
+            }
+            let hour = Duration::from_secs(3_600);
+            match steward_store::schedule::claim_tick(self.db(), "audit.export_retention", hour)
+                .await
+            {
+                Ok(true) => {
+                    let cutoff = clock::now() - time::Duration::hours(hours as i64);
+                    match jobs::delete_finished_before(self.db(), JOB_KIND, Ts(cutoff)).await {
+                        Ok(0) => {}
+                        Ok(n) => tracing::info!(jobs = n, hours, "audit export jobs removed"),
+                        Err(e) => tracing::warn!(error = %e, "audit export jobs not removed"),
+                    }
+                }
+                Ok(false) => {}
+                Err(e) => tracing::debug!(error = %e, "audit export retention not claimed"),
+            }
+        }
+    }
+}
+
+/// Whether `name` is a finished export file, `<job uuid>.<format>` (nothing else in the
+/// directory is ever removed, should it be shared).
+fn is_export_file(name: &str) -> bool {
+    name.split_once('.').is_some_and(|(id, ext)| {
+        uuid::Uuid::parse_str(id).is_ok() && Format::parse(ext).is_some()
+    })
+}
+
+/// Removes the finished export files (not the partial ones of running attempts) of `dir` last
+/// modified more than `keep` ago; returns how many (best effort).
+async fn remove_files_older_than(dir: &Path, keep: Duration) -> usize {
+    let Ok(mut entries) = tokio::fs::read_dir(dir).await else {
+        return 0;
+    };
+    let mut removed = 0;
+    while let Ok(Some(entry)) = entries.next_entry().await {
+        if !is_export_file(&entry.file_name().to_string_lossy()) {
+            continue;
+        }
+        let old = match entry.metadata().await.and_then(|m| m.modified()) {
+            Ok(at) => at.elapsed().is_ok_and(|age| age > keep),
+            Err(_) => false,
+        };
+        if old && tokio::fs::remove_file(entry.path()).await.is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
 /// Removes the partial files that attempts of job `id` killed mid-write left in `dir`
 /// (best effort).
 async fn remove_abandoned(dir: &Path, id: &str) {
@@ -828,6 +892,36 @@ async fn remove_abandoned(dir: &Path, id: &str) {
 mod tests {
     use super::*;
     use time::macros::datetime;
+
+    #[test]
+    fn only_export_files_are_swept() {
+        assert!(is_export_file("0199a1b2-0000-7000-8000-000000000001.jsonl"));
+        assert!(is_export_file("0199a1b2-0000-7000-8000-000000000001.csv"));
+        for other in [
+            "0199a1b2-0000-7000-8000-000000000001.jsonl.p1-2.partial",
+            "0199a1b2-0000-7000-8000-000000000001.xlsx",
+            "notes.txt",
+            "steward.db",
+            ".jsonl",
+        ] {
+            assert!(!is_export_file(other), "{other}");
+        }
+    }
+
+    #[tokio::test]
+    async fn old_export_files_are_removed_and_others_kept() {
+        let dir = std::env::temp_dir().join(format!("steward-sweep-{}", uuid::Uuid::new_v4()));
+        tokio::fs::create_dir_all(&dir).await.unwrap();
+        let export = dir.join("0199a1b2-0000-7000-8000-000000000001.json");
+        let other = dir.join("keep-me.json");
+        tokio::fs::write(&export, b"[]").await.unwrap();
+        tokio::fs::write(&other, b"[]").await.unwrap();
+        assert_eq!(remove_files_older_than(&dir, Duration::from_secs(3_600)).await, 0);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(remove_files_older_than(&dir, Duration::from_millis(1)).await, 1);
+        assert!(!export.exists() && other.exists());
+        let _ = tokio::fs::remove_dir_all(&dir).await;
+    }
 
     #[test]
     fn csv_quoting() {

@@ -328,6 +328,21 @@ async fn fail_exhausted(db: &DbPool, id: Id, error: &str, now: Ts) -> Result<()>
     Ok(())
 }
 
+/// Deletes the completed and failed jobs of `kind` finished before `cutoff`; returns how many.
+pub async fn delete_finished_before(db: &DbPool, kind: &str, cutoff: Ts) -> Result<usize> {
+    with_conn!(db, conn => {
+        diesel::delete(
+            jobs::table
+                .filter(jobs::kind.eq(kind))
+                .filter(jobs::status.eq_any(["completed", "failed"]))
+                .filter(jobs::finished_at.lt(cutoff)),
+        )
+        .execute(conn)
+        .await
+        .db()
+    })
+}
+
 /// Queued or running jobs of every kind (the `background_tasks_in_progress` gauge).
 pub async fn count_active(db: &DbPool) -> Result<i64> {
     with_conn!(db, conn => {

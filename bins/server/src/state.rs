@@ -275,6 +275,7 @@ impl AppState {
                 auto_provision: settings.sso.auto_provision,
                 role_mapping: settings.sso.role_mapping.clone(),
                 state_ttl: Duration::from_secs(settings.sso.state_ttl_seconds),
+                max_pending_flows: steward_identity::sso::MAX_PENDING_FLOWS,
             },
         )?;
         let presence: Arc<dyn Presence> = match &settings.redis_url {

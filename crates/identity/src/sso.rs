@@ -175,7 +175,15 @@ pub struct SsoSettings {
     pub auto_provision: bool,
     pub role_mapping: BTreeMap<String, Role>,
     pub state_ttl: Duration,
+    /// Most sign-ins started per `state_ttl` window (each keeps its state in the cache until it
+    /// finishes or expires); beyond it `GET /auth/sso/login` answers 503. `/auth/sso/login`
+    /// needs no credential, so without a bound anyone could fill the cache's memory.
+    pub max_pending_flows: i64,
 }
+
+/// `SsoSettings::max_pending_flows` of the server: 10,000 sign-ins started in ten minutes
+/// (about 17 a second, sustained) keep at most ~50 MB of state.
+pub const MAX_PENDING_FLOWS: i64 = 10_000;
 
 /// The `groups` claim, which the core claim set does not carry.
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
@@ -324,12 +332,68 @@ fn with_code(redirect: &str, code: &str) -> String {
     }
 }
 
+/// Most bytes read from one answer of an identity provider (discovery document, key set, token
+/// and userinfo responses are a few KiB): a provider or a network path that answers without end
+/// cannot make the server allocate without bound.
+const PROVIDER_MAX_BYTES: usize = 1024 * 1024;
+
+/// The HTTP client of the provider requests: reqwest, with every answer's body read up to
+/// `PROVIDER_MAX_BYTES` (beyond it the request fails).
+#[derive(Clone)]
+struct ProviderHttp(reqwest::Client);
+
+impl<'c> openidconnect::AsyncHttpClient<'c> for ProviderHttp {
+    type Error = openidconnect::HttpClientError<reqwest::Error>;
+    type Future = std::pin::Pin<
+        Box<
+            dyn std::future::Future<
+                    Output = std::result::Result<openidconnect::HttpResponse, Self::Error>,
+                > + Send
+                + 'c,
+        >,
+    >;
+
+    fn call(&'c self, request: openidconnect::HttpRequest) -> Self::Future {
+        use openidconnect::HttpClientError;
+        Box::pin(async move {
+            let request: reqwest::Request = request.try_into().map_err(Box::new)?;
+            let mut response = reqwest::Client::execute(&self.0, request)
+                .await
+                .map_err(Box::new)?;
+            let mut builder = openidconnect::http::Response::builder()
+                .status(response.status())
+                .version(response.version());
+            for (name, value) in response.headers() {
+                builder = builder.header(name, value);
+            }
+            if response
+                .content_length()
+                .is_some_and(|n| n > PROVIDER_MAX_BYTES as u64)
+            {
+                return Err(HttpClientError::Other(format!(
+                    "the answer is larger than {PROVIDER_MAX_BYTES} bytes"
+                )));
+            }
+            let mut body = Vec::new();
+            while let Some(chunk) = response.chunk().await.map_err(Box::new)? {
+                if body.len() + chunk.len() > PROVIDER_MAX_BYTES {
+                    return Err(HttpClientError::Other(format!(
+                        "the answer is larger than {PROVIDER_MAX_BYTES} bytes"
+                    )));
+                }
+                body.extend_from_slice(&chunk);
+            }
+            builder.body(body).map_err(HttpClientError::Http)
+        })
+    }
+}
+
 /// The single sign-on service.
 #[derive(Clone)]
 pub struct Sso {
     identity: Identity,
     cache: Arc<dyn Cache>,
-    http: reqwest::Client,
+    http: ProviderHttp,
     settings: Arc<SsoSettings>,
     providers: Arc<Vec<Provider>>,
 }
@@ -358,7 +422,7 @@ impl Sso {
         Ok(Sso {
             identity,
             cache,
-            http,
+            http: ProviderHttp(http),
             settings: Arc::new(settings),
             providers: Arc::new(providers),
         })
@@ -526,6 +590,23 @@ impl Sso {
             .set_pkce_challenge(challenge);
         for scope in p.cfg.scopes.iter().filter(|s| s.as_str() != "openid") {
             request = request.add_scope(Scope::new(scope.clone()));
+        }
+        // Counted per window of the state's lifetime: a state lives at most two windows.
+        let ttl = self.settings.state_ttl.as_secs().max(1) as i64;
+        let window = clock::now().unix_timestamp() / ttl;
+        let started = self
+            .cache
+            .incr(
+                &format!("sso:flows:{window}"),
+                1,
+                Some(self.settings.state_ttl * 2),
+            )
+            .await?;
+        if started > self.settings.max_pending_flows {
+            return Err(Error::new(
+                ErrorKind::Unavailable,
+                "too many single sign-on logins were started in the last minutes; try again shortly",
+            ));
         }
         let (url, state, nonce) = request.url();
         let flow = FlowState {
@@ -1191,6 +1272,86 @@ mod tests {
         assert_eq!(with_code("/agents?tab=x", "C"), "/agents?tab=x&sso_code=C");
         assert_eq!(with_code("/dashboard#/agents", "C"), "/dashboard?sso_code=C#/agents");
         assert_eq!(with_code("/d?a=1#/x?y", "C"), "/d?a=1&sso_code=C#/x?y");
+    }
+
+    async fn service(providers: Vec<ProviderConfig>, max_pending_flows: i64) -> (Sso, steward_store::testing::TestDb) {
+        struct NoAudit;
+        #[async_trait::async_trait]
+        impl steward_core::AuditWriter for NoAudit {
+            async fn append(&self, _: steward_core::AuditRecord) -> Result<steward_core::AuditId> {
+                Ok(steward_core::AuditId::new())
+            }
+        }
+        let db = steward_store::testing::TestDb::sqlite().await.unwrap();
+        let identity = Identity::new(
+            db.pool.clone(),
+            Arc::new(steward_core::MemoryBus::new()),
+            Arc::new(NoAudit),
+            Arc::new(crate::service::NoProvisioning),
+            crate::service::IdentityConfig {
+                secret_key: "k".repeat(32),
+                token_minutes: 15,
+                admin_api_key: "admin-key-for-tests".into(),
+                sso_providers: providers.iter().map(|p| p.id.clone()).collect(),
+            },
+        )
+        .unwrap();
+        let settings = SsoSettings {
+            providers,
+            callback_url: "http://127.0.0.1:9/api/v1/auth/sso/callback".into(),
+            frontend_url: String::new(),
+            auto_provision: true,
+            role_mapping: BTreeMap::new(),
+            state_ttl: Duration::from_secs(600),
+            max_pending_flows,
+        };
+        let sso = Sso::new(identity, Arc::new(steward_core::MemoryCache::new()), settings).unwrap();
+        (sso, db)
+    }
+
+    // `/auth/sso/login` needs no credential and stores a state per call: bounded.
+    #[tokio::test]
+    async fn started_sign_ins_are_bounded() {
+        let (sso, _db) = service(vec![explicit_provider()], 3).await;
+        let start = [("provider".to_owned(), "t".to_owned())];
+        for _ in 0..3 {
+            sso.login(&start).await.unwrap();
+        }
+        let refused = sso.login(&start).await.unwrap_err();
+        assert_eq!(refused.kind, ErrorKind::Unavailable, "{refused:?}");
+    }
+
+    // A provider answering without end is cut off at PROVIDER_MAX_BYTES.
+    #[tokio::test]
+    async fn provider_answers_are_bounded() {
+        use tokio::io::AsyncWriteExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let issuer = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut head = [0u8; 2048];
+                    let _ = tokio::io::AsyncReadExt::read(&mut socket, &mut head).await;
+                    let _ = socket
+                        .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n{\"issuer\": \"")
+                        .await;
+                    let chunk = vec![b'a'; 64 * 1024];
+                    for _ in 0..64 {
+                        if socket.write_all(&chunk).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        let cfg: ProviderConfig = serde_json::from_value(json!({
+            "id": "big", "name": "Big", "client_id": "c", "client_secret": "s", "issuer": issuer}))
+        .unwrap();
+        let (sso, _db) = service(vec![cfg.clone()], 10).await;
+        let Err(why) = sso.discover_one(&cfg).await else {
+            panic!("a 4 MiB discovery document was read");
+        };
+        assert!(why.contains("larger than"), "{why}");
     }
 
     fn explicit_provider() -> ProviderConfig {

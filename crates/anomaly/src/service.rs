@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use diesel::prelude::*;
@@ -27,6 +28,9 @@ use crate::scorer::{LoadedModel, Scorer};
 pub const DETECTOR: &str = "anomaly";
 /// Most recent audit entries used for training.
 pub const MAX_TRAINING_ROWS: i64 = 100_000;
+
+/// Least time between two automatic retrainings of a tenant (in one instance).
+pub const AUTO_RETRAIN_MIN_INTERVAL: Duration = Duration::from_secs(600);
 
 /// Trains and loads models (implemented over the model crate's types).
 pub trait ModelCodec: Send + Sync + 'static {
@@ -111,7 +115,8 @@ pub struct Detector {
     codec: Arc<dyn ModelCodec>,
     config: DetectorConfig,
     /// New samples per tenant since the last auto-retrain.
-    new_samples: Arc<Mutex<HashMap<TenantId, u64>>>,
+    /// Per tenant: samples since the last automatic retraining, and when it started.
+    new_samples: Arc<Mutex<HashMap<TenantId, (u64, Option<Instant>)>>>,
 }
 
 fn num(v: &Value, k: &str) -> Option<f64> {
@@ -357,7 +362,9 @@ impl Detector {
     }
 
     /// Counts a new sample and starts a task every `auto_retrain_events` samples (silently
-    /// skipped while one runs or below the minimum).
+    /// skipped while one runs or below the minimum), at most once per
+    /// `AUTO_RETRAIN_MIN_INTERVAL` per tenant: a tenant writing thousands of events a second
+    /// would otherwise retrain (and store a model version) without pause.
     pub async fn sample_added(&self, tenant: TenantId) {
         let every = self.config.auto_retrain_events;
         if every == 0 {
@@ -365,10 +372,12 @@ impl Detector {
         }
         let due = {
             let mut m = self.new_samples.lock().unwrap_or_else(|p| p.into_inner());
-            let n = m.entry(tenant).or_insert(0);
+            let (n, last) = m.entry(tenant).or_insert((0, None));
             *n += 1;
-            if *n >= every {
+            let rested = last.is_none_or(|at: Instant| at.elapsed() >= AUTO_RETRAIN_MIN_INTERVAL);
+            if *n >= every && rested {
                 *n = 0;
+                *last = Some(Instant::now());
                 true
             } else {
                 false

@@ -6,7 +6,7 @@
 //! - Every trained model is a row of `model_versions` keyed by (tenant, detector, version):
 //!   the bytes (`bytea`/`BLOB`), `feature_version`, `library_version`, `metrics` (JSON),
 //!   `sample_count`, the producing `task_id` and `created_at`. Versions count from 1 per
-//!   (tenant, detector) and are never overwritten.
+//!   (tenant, detector) and are never overwritten; the newest [`KEPT_VERSIONS`] are kept.
 //! - `model_active` holds one pointer per (tenant, detector). [`active`] reads the active
 //!   version with its bytes, [`versions`] lists metadata (no bytes), [`load`] reads one version,
 //!   [`rollback`] moves the pointer to any stored version (404 unknown, 409 while training).
@@ -53,6 +53,10 @@ use uuid::Uuid;
 use crate::jobs::JobRow;
 use crate::schema::{jobs, model_active, model_versions};
 use crate::{with_conn, DbPool, DbResultExt, Id, Json, Ts};
+
+/// Model versions kept per tenant and detector: the newest ones; older versions are deleted
+/// when a training completes (a rollback reaches back this far).
+pub const KEPT_VERSIONS: i32 = 20;
 
 /// Bus channel of active-version changes ([`ModelChange`] JSON).
 pub const MODEL_CHANGES: &str = "model-changes";
@@ -903,6 +907,16 @@ impl Runner {
                             })
                             .execute(conn)
                             .await?;
+                        // Only the newest versions are kept (each is a whole model, and
+                        // automatic retraining adds one again and again).
+                        diesel::delete(
+                            model_versions::table
+                                .filter(model_versions::tenant_id.eq(tenant))
+                                .filter(model_versions::detector.eq(&d))
+                                .filter(model_versions::version.le(version - KEPT_VERSIONS)),
+                        )
+                        .execute(conn)
+                        .await?;
                         diesel::insert_into(model_active::table)
                             .values((
                                 model_active::tenant_id.eq(tenant),

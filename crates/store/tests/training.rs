@@ -392,3 +392,31 @@ db_test!(failure_keeps_previous_version, |db| {
         .unwrap();
     assert_eq!(latest.task_id, task.task_id);
 });
+
+db_test!(only_the_newest_versions_are_kept, |db| {
+    let bus: Arc<dyn EventBus> = Arc::new(MemoryBus::new());
+    let t = tenant(&db.pool).await;
+    let (r, _) = runner(&db.pool, bus.clone(), "a", 0);
+    let total = training::KEPT_VERSIONS + 2;
+    for _ in 0..total {
+        training::enqueue(&db.pool, t, "test", json!({}))
+            .await
+            .unwrap();
+        assert!(matches!(
+            r.run_once().await.unwrap(),
+            Outcome::Completed { .. }
+        ));
+    }
+    let kept: Vec<i32> = training::versions(&db.pool, t, "test")
+        .await
+        .unwrap()
+        .iter()
+        .map(|v| v.version)
+        .collect();
+    let expected: Vec<i32> = (3..=total).rev().collect();
+    assert_eq!(kept, expected);
+    assert_eq!(
+        training::active_version(&db.pool, t, "test").await.unwrap(),
+        Some(total)
+    );
+});

@@ -313,6 +313,16 @@ test('a viewer sees no control it cannot use', async () => {
   await page.context().close();
 });
 
+test('the API reference at /docs/ renders under its Content-Security-Policy', async () => {
+  const page = await newPage();
+  const r = await page.goto(`${BASE}/docs/`);
+  assert.match(r.headers()['content-security-policy'] || '', /default-src 'self'/);
+  await page.waitForSelector('.swagger-ui .info .title', { timeout: 15000 });
+  await page.waitForSelector('.opblock', { timeout: 15000 });
+  await shot(page, '17-api-reference');
+  await page.context().close();
+});
+
 test('no page error and no Content-Security-Policy violation on any screen', () => {
   assert.deepEqual(problems, []);
 });

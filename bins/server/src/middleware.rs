@@ -121,7 +121,7 @@ fn carries_credential(req: &ServiceRequest) -> bool {
 /// The headers every response carries unless its handler set its own (the console sets a
 /// stricter set): no MIME sniffing, no framing, no referrer; a response that is not an HTML page
 /// (JSON, problems, exports, metrics) gets a CSP that allows nothing, so that a body rendered by
-/// mistake runs nothing; API answers and every answer to a credentialed request are never
+/// mistake runs nothing, and an HTML page without its own CSP gets `PAGE_CSP`; API answers and every answer to a credentialed request are never
 /// stored by a cache (tokens, keys and tenant data).
 fn security_headers(headers: &mut header::HeaderMap, credentialed: bool, path: &str) {
     for (name, value) in [
@@ -137,11 +137,9 @@ fn security_headers(headers: &mut header::HeaderMap, credentialed: bool, path: &
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("text/html"));
-    if !html && !headers.contains_key(header::CONTENT_SECURITY_POLICY) {
-        headers.insert(
-            header::CONTENT_SECURITY_POLICY,
-            HeaderValue::from_static(API_CSP),
-        );
+    if !headers.contains_key(header::CONTENT_SECURITY_POLICY) {
+        let csp = if html { PAGE_CSP } else { API_CSP };
+        headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(csp));
     }
     let api = path.starts_with("/api/") || path.starts_with("/webhooks/");
     if (api || credentialed) && !headers.contains_key(header::CACHE_CONTROL) {
@@ -151,6 +149,11 @@ fn security_headers(headers: &mut header::HeaderMap, credentialed: bool, path: &
 
 /// The Content-Security-Policy of responses that are data, not pages.
 pub const API_CSP: &str = "default-src 'none'; frame-ancestors 'none'";
+
+/// The Content-Security-Policy of HTML pages that set none of their own (the API reference at
+/// `/docs/`; the console sets a stricter one): scripts, styles and data from this server only
+/// (inline styles allowed, which Swagger UI sets from its script), images also as `data:`.
+pub const PAGE_CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
 /// Contract 2: JSON responses are `application/json; charset=utf-8` (actix's `.json()` names
 /// no charset).

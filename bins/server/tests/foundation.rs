@@ -41,6 +41,11 @@ app_test!(health_root_and_docs, |app| {
         .header("content-type")
         .unwrap_or_default()
         .starts_with("text/html"));
+    // The API reference page has a CSP of its own kind: its own scripts only.
+    assert_eq!(
+        html.header("content-security-policy").as_deref(),
+        Some(steward_server::middleware::PAGE_CSP)
+    );
 
     let spec = app.get("/openapi.json").await.json();
     assert!(spec["openapi"]

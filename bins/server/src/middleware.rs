@@ -139,7 +139,10 @@ fn security_headers(headers: &mut header::HeaderMap, credentialed: bool, path: &
         .is_some_and(|v| v.starts_with("text/html"));
     if !headers.contains_key(header::CONTENT_SECURITY_POLICY) {
         let csp = if html { PAGE_CSP } else { API_CSP };
-        headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(csp));
+        headers.insert(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(csp),
+        );
     }
     let api = path.starts_with("/api/") || path.starts_with("/webhooks/");
     if (api || credentialed) && !headers.contains_key(header::CACHE_CONTROL) {

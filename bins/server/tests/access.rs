@@ -426,7 +426,12 @@ app_test!(a_tenant_queues_a_bounded_number_of_jobs, |app| {
     let key = Cred::Key(t.key.clone());
     for _ in 0..10 {
         let r = app
-            .call("POST", "/api/v1/audit/export/async", &key, Some(json!({"limit": 1})))
+            .call(
+                "POST",
+                "/api/v1/audit/export/async",
+                &key,
+                Some(json!({"limit": 1})),
+            )
             .await;
         assert_eq!(r.status, 202, "{}", r.text());
     }
@@ -436,22 +441,42 @@ app_test!(a_tenant_queues_a_bounded_number_of_jobs, |app| {
     // Another tenant is not held back.
     let other = app.tenant("jobs-other").await;
     let r = app
-        .call("POST", "/api/v1/audit/export/async", &Cred::Key(other.key.clone()), Some(json!({})))
+        .call(
+            "POST",
+            "/api/v1/audit/export/async",
+            &Cred::Key(other.key.clone()),
+            Some(json!({})),
+        )
         .await;
     assert_eq!(r.status, 202, "{}", r.text());
 
     let first = app
-        .call("POST", "/api/v1/discovery/cluster", &key, Some(json!({"threshold": 0.8})))
+        .call(
+            "POST",
+            "/api/v1/discovery/cluster",
+            &key,
+            Some(json!({"threshold": 0.8})),
+        )
         .await;
     assert_eq!(first.status, 202, "{}", first.text());
     let again = app
-        .call("POST", "/api/v1/discovery/cluster", &key, Some(json!({"threshold": 0.8})))
+        .call(
+            "POST",
+            "/api/v1/discovery/cluster",
+            &key,
+            Some(json!({"threshold": 0.8})),
+        )
         .await;
     assert_eq!(again.status, 202, "{}", again.text());
     assert_eq!(again.json()["task_id"], first.json()["task_id"]);
-    app.call("POST", "/api/v1/discovery/cluster", &key, Some(json!({"threshold": 0.5})))
-        .await
-        .problem(409, "conflict");
+    app.call(
+        "POST",
+        "/api/v1/discovery/cluster",
+        &key,
+        Some(json!({"threshold": 0.5})),
+    )
+    .await
+    .problem(409, "conflict");
     let batch = app
         .call(
             "POST",
@@ -460,6 +485,10 @@ app_test!(a_tenant_queues_a_bounded_number_of_jobs, |app| {
             Some(json!({"events": [{"name": "shadow-bot"}], "cluster": true})),
         )
         .await;
-    assert!(batch.status == 200 || batch.status == 201, "{}", batch.text());
+    assert!(
+        batch.status == 200 || batch.status == 201,
+        "{}",
+        batch.text()
+    );
     assert_eq!(batch.json()["cluster_task_id"], first.json()["task_id"]);
 });

@@ -140,7 +140,12 @@ app_test!(gateway_blocks_with_problem_and_headers, |app| {
     assert_eq!(r.status, 200, "{}", r.text());
     // A suspended agent may not act through the gateway either; resumed, it may again.
     let r = app
-        .call("POST", &format!("/api/v1/agents/{agent}/suspend"), &key, None)
+        .call(
+            "POST",
+            &format!("/api/v1/agents/{agent}/suspend"),
+            &key,
+            None,
+        )
         .await;
     assert_eq!(r.status, 200, "{}", r.text());
     for path in ["chat", "action", "completions"] {
@@ -155,7 +160,12 @@ app_test!(gateway_blocks_with_problem_and_headers, |app| {
         r.problem(403, "agent_suspended");
     }
     let r = app
-        .call("POST", &format!("/api/v1/agents/{agent}/resume"), &key, None)
+        .call(
+            "POST",
+            &format!("/api/v1/agents/{agent}/resume"),
+            &key,
+            None,
+        )
         .await;
     assert_eq!(r.status, 200, "{}", r.text());
     let r = app

@@ -429,15 +429,27 @@ async fn a_preprovisioned_account_needs_a_verified_email() {
     let account = created.json()["id"].clone();
 
     // Without `email_verified`, and with it false: refused, the account left unclaimed.
-    for (flag, reason) in [("email-unverified", "email_conflict"), ("email-refuted", "provider_error")] {
+    for (flag, reason) in [
+        ("email-unverified", "email_conflict"),
+        ("email-refuted", "provider_error"),
+    ] {
         let landing = sign_in(&server, &server, &format!("{name}+{flag}"), Duration::ZERO).await;
         assert_eq!(landing.location.path(), "/login", "{flag}");
-        assert_eq!(landing.param("sso_error").as_deref(), Some(reason), "{flag}");
+        assert_eq!(
+            landing.param("sso_error").as_deref(),
+            Some(reason),
+            "{flag}"
+        );
         assert_eq!(landing.param("sso_code"), None, "{flag}");
     }
     let user = server
         .app
-        .call("GET", &format!("/api/v1/users/{}", account.as_str().unwrap_or_default()), &key, None)
+        .call(
+            "GET",
+            &format!("/api/v1/users/{}", account.as_str().unwrap_or_default()),
+            &key,
+            None,
+        )
         .await
         .json();
     assert_eq!(user["external_subject"], Value::Null, "{user}");

@@ -845,9 +845,8 @@ impl AuditService {
 /// Whether `name` is a finished export file, `<job uuid>.<format>` (nothing else in the
 /// directory is ever removed, should it be shared).
 fn is_export_file(name: &str) -> bool {
-    name.split_once('.').is_some_and(|(id, ext)| {
-        uuid::Uuid::parse_str(id).is_ok() && Format::parse(ext).is_some()
-    })
+    name.split_once('.')
+        .is_some_and(|(id, ext)| uuid::Uuid::parse_str(id).is_ok() && Format::parse(ext).is_some())
 }
 
 /// Removes the finished export files (not the partial ones of running attempts) of `dir` last
@@ -916,9 +915,15 @@ mod tests {
         let other = dir.join("keep-me.json");
         tokio::fs::write(&export, b"[]").await.unwrap();
         tokio::fs::write(&other, b"[]").await.unwrap();
-        assert_eq!(remove_files_older_than(&dir, Duration::from_secs(3_600)).await, 0);
+        assert_eq!(
+            remove_files_older_than(&dir, Duration::from_secs(3_600)).await,
+            0
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
-        assert_eq!(remove_files_older_than(&dir, Duration::from_millis(1)).await, 1);
+        assert_eq!(
+            remove_files_older_than(&dir, Duration::from_millis(1)).await,
+            1
+        );
         assert!(!export.exists() && other.exists());
         let _ = tokio::fs::remove_dir_all(&dir).await;
     }

@@ -612,11 +612,10 @@ impl AuditService {
             let Some(last) = rows.last() else { break };
             after = last.seq;
             let hasher = self.hasher.clone();
-            let (n, bad, last) = tokio::task::spawn_blocking(move || {
-                check_batch(&hasher, rows, previous)
-            })
-            .await
-            .map_err(Error::internal)?;
+            let (n, bad, last) =
+                tokio::task::spawn_blocking(move || check_batch(&hasher, rows, previous))
+                    .await
+                    .map_err(Error::internal)?;
             checked += n;
             if let Some(id) = bad {
                 return Ok(Verification {

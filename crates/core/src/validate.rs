@@ -459,7 +459,8 @@ mod tests {
             .collect();
         let nested = json!({"a": [[1, 2], {"b": [3, 4]}]});
         assert!(!json_values_over(&nested, 9) && json_values_over(&nested, 8));
-        let body = json!({"context": wide, "small": {"a": 1}, "tags": vec!["t"; MAX_ARRAY_ITEMS + 1]});
+        let body =
+            json!({"context": wide, "small": {"a": 1}, "tags": vec!["t"; MAX_ARRAY_ITEMS + 1]});
         let mut f = Fields::root(&body);
         assert!(f.optional_object("context").is_none());
         assert!(f.optional_object("small").is_some());

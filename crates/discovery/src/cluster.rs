@@ -133,8 +133,13 @@ impl Discovery {
                 queued.id.0
             )));
         }
-        let job = jobs::enqueue(&self.db, p.tenant, JOB_KIND, json!({"threshold": threshold}))
-            .await?;
+        let job = jobs::enqueue(
+            &self.db,
+            p.tenant,
+            JOB_KIND,
+            json!({"threshold": threshold}),
+        )
+        .await?;
         Ok(Task::from_row(&job))
     }
 

@@ -1270,11 +1270,17 @@ mod tests {
     fn the_code_goes_into_the_query_before_a_fragment() {
         assert_eq!(with_code("/dashboard", "C"), "/dashboard?sso_code=C");
         assert_eq!(with_code("/agents?tab=x", "C"), "/agents?tab=x&sso_code=C");
-        assert_eq!(with_code("/dashboard#/agents", "C"), "/dashboard?sso_code=C#/agents");
+        assert_eq!(
+            with_code("/dashboard#/agents", "C"),
+            "/dashboard?sso_code=C#/agents"
+        );
         assert_eq!(with_code("/d?a=1#/x?y", "C"), "/d?a=1&sso_code=C#/x?y");
     }
 
-    async fn service(providers: Vec<ProviderConfig>, max_pending_flows: i64) -> (Sso, steward_store::testing::TestDb) {
+    async fn service(
+        providers: Vec<ProviderConfig>,
+        max_pending_flows: i64,
+    ) -> (Sso, steward_store::testing::TestDb) {
         struct NoAudit;
         #[async_trait::async_trait]
         impl steward_core::AuditWriter for NoAudit {
@@ -1305,7 +1311,12 @@ mod tests {
             state_ttl: Duration::from_secs(600),
             max_pending_flows,
         };
-        let sso = Sso::new(identity, Arc::new(steward_core::MemoryCache::new()), settings).unwrap();
+        let sso = Sso::new(
+            identity,
+            Arc::new(steward_core::MemoryCache::new()),
+            settings,
+        )
+        .unwrap();
         (sso, db)
     }
 

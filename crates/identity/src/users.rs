@@ -535,7 +535,9 @@ impl Identity {
         }
         // Conditional on the state read: of concurrent identical calls only one changes the
         // row, and only that one writes the audit entry (blocking a blocked user is a no-op).
-        let changed = self.apply_guarded(p, target, Change::Active(active)).await?;
+        let changed = self
+            .apply_guarded(p, target, Change::Active(active))
+            .await?;
         if changed == 0 {
             return Ok(());
         }
@@ -728,7 +730,10 @@ mod tests {
         )
         .unwrap();
         let created = identity
-            .create_tenant(&PlatformCaller::AdminKey, &Body::json(&json!({"name": "race"})))
+            .create_tenant(
+                &PlatformCaller::AdminKey,
+                &Body::json(&json!({"name": "race"})),
+            )
             .await
             .unwrap();
         let tenant = TenantId(created.id.parse().unwrap());
@@ -747,8 +752,12 @@ mod tests {
     // audit entry is written) or not, so the answer's time does not tell them apart.
     steward_store::db_test!(failed_logins_take_the_floor, |db| {
         let (identity, _, key) = with_tenant(&db.pool).await;
-        let body = json!({"email": "known@race.test", "password": "a-good-password", "role": "viewer"});
-        identity.create_user(&key, &Body::json(&body)).await.unwrap();
+        let body =
+            json!({"email": "known@race.test", "password": "a-good-password", "role": "viewer"});
+        identity
+            .create_user(&key, &Body::json(&body))
+            .await
+            .unwrap();
         for email in ["known@race.test", "unknown@race.test"] {
             let started = std::time::Instant::now();
             let body = json!({"email": email, "password": "a-wrong-password"});
@@ -769,7 +778,12 @@ mod tests {
         let mut admins = vec![];
         for name in ["a", "b"] {
             let body = json!({"email": format!("{name}@race.test"), "password": "a-good-password", "role": "admin"});
-            admins.push(identity.create_user(&key, &Body::json(&body)).await.unwrap());
+            admins.push(
+                identity
+                    .create_user(&key, &Body::json(&body))
+                    .await
+                    .unwrap(),
+            );
         }
         let (a, b) = (&admins[0], &admins[1]);
         let stale_a = as_user(tenant, a, Role::Admin);
@@ -778,13 +792,22 @@ mod tests {
             .set_role(&as_user(tenant, b, Role::Admin), &a.id, &viewer)
             .await
             .unwrap();
-        let refused = identity.set_role(&stale_a, &b.id, &viewer).await.unwrap_err();
+        let refused = identity
+            .set_role(&stale_a, &b.id, &viewer)
+            .await
+            .unwrap_err();
         assert_eq!(refused.kind, ErrorKind::Forbidden, "{refused:?}");
-        let refused = identity.set_blocked(&stale_a, &b.id, true).await.unwrap_err();
+        let refused = identity
+            .set_blocked(&stale_a, &b.id, true)
+            .await
+            .unwrap_err();
         assert_eq!(refused.kind, ErrorKind::Forbidden, "{refused:?}");
         let refused = identity.delete_user(&stale_a, &b.id).await.unwrap_err();
         assert_eq!(refused.kind, ErrorKind::Forbidden, "{refused:?}");
-        let b_now = identity.reload(UserId(b.id.parse().unwrap())).await.unwrap();
+        let b_now = identity
+            .reload(UserId(b.id.parse().unwrap()))
+            .await
+            .unwrap();
         assert_eq!((b_now.role.as_str(), b_now.is_active), ("admin", true));
         // The admin still in office acts as before.
         let b_admin = as_user(tenant, b, Role::Admin);

@@ -351,15 +351,15 @@ class StewardClient(BaseClient):
         self._request("GET", "/api/v1/ws", query={"token": token}, adapter=None)
 
     def guard_agent_action(self, id: str, body: Union[GatewayRequest, dict[str, Any]]) -> GatewayAllowed:
-        """POST /api/v1/agents/{id}/action: The guarded agent gateway: 403 `prompt_blocked` with the guard result, else 200; 404 for an agent that is not the tenant's."""
+        """POST /api/v1/agents/{id}/action: The guarded agent gateway: 403 `prompt_blocked` with the guard result, else 200; 404 for an agent that is not the tenant's, 403 `agent_suspended` for a suspended one."""
         return self._request("POST", f"/api/v1/agents/{_q(id)}/action", body=body, adapter=_GUARD_AGENT_ACTION.get())  # type: ignore[no-any-return]
 
     def guard_agent_chat(self, id: str, body: Union[GatewayRequest, dict[str, Any]]) -> GatewayAllowed:
-        """POST /api/v1/agents/{id}/chat: The guarded agent gateway: 403 `prompt_blocked` with the guard result, else 200; 404 for an agent that is not the tenant's."""
+        """POST /api/v1/agents/{id}/chat: The guarded agent gateway: 403 `prompt_blocked` with the guard result, else 200; 404 for an agent that is not the tenant's, 403 `agent_suspended` for a suspended one."""
         return self._request("POST", f"/api/v1/agents/{_q(id)}/chat", body=body, adapter=_GUARD_AGENT_CHAT.get())  # type: ignore[no-any-return]
 
     def guard_agent_completions(self, id: str, body: Union[GatewayRequest, dict[str, Any]]) -> GatewayAllowed:
-        """POST /api/v1/agents/{id}/completions: The guarded agent gateway: 403 `prompt_blocked` with the guard result, else 200; 404 for an agent that is not the tenant's."""
+        """POST /api/v1/agents/{id}/completions: The guarded agent gateway: 403 `prompt_blocked` with the guard result, else 200; 404 for an agent that is not the tenant's, 403 `agent_suspended` for a suspended one."""
         return self._request("POST", f"/api/v1/agents/{_q(id)}/completions", body=body, adapter=_GUARD_AGENT_COMPLETIONS.get())  # type: ignore[no-any-return]
 
     def guard_cancel(self) -> Task:
@@ -779,15 +779,15 @@ class AsyncStewardClient(BaseAsyncClient):
         await self._request("GET", "/api/v1/ws", query={"token": token}, adapter=None)
 
     async def guard_agent_action(self, id: str, body: Union[GatewayRequest, dict[str, Any]]) -> GatewayAllowed:
-        """POST /api/v1/agents/{id}/action: The guarded agent gateway: 403 `prompt_blocked` with the guard result, else 200; 404 for an agent that is not the tenant's."""
+        """POST /api/v1/agents/{id}/action: The guarded agent gateway: 403 `prompt_blocked` with the guard result, else 200; 404 for an agent that is not the tenant's, 403 `agent_suspended` for a suspended one."""
         return await self._request("POST", f"/api/v1/agents/{_q(id)}/action", body=body, adapter=_GUARD_AGENT_ACTION.get())  # type: ignore[no-any-return]
 
     async def guard_agent_chat(self, id: str, body: Union[GatewayRequest, dict[str, Any]]) -> GatewayAllowed:
-        """POST /api/v1/agents/{id}/chat: The guarded agent gateway: 403 `prompt_blocked` with the guard result, else 200; 404 for an agent that is not the tenant's."""
+        """POST /api/v1/agents/{id}/chat: The guarded agent gateway: 403 `prompt_blocked` with the guard result, else 200; 404 for an agent that is not the tenant's, 403 `agent_suspended` for a suspended one."""
         return await self._request("POST", f"/api/v1/agents/{_q(id)}/chat", body=body, adapter=_GUARD_AGENT_CHAT.get())  # type: ignore[no-any-return]
 
     async def guard_agent_completions(self, id: str, body: Union[GatewayRequest, dict[str, Any]]) -> GatewayAllowed:
-        """POST /api/v1/agents/{id}/completions: The guarded agent gateway: 403 `prompt_blocked` with the guard result, else 200; 404 for an agent that is not the tenant's."""
+        """POST /api/v1/agents/{id}/completions: The guarded agent gateway: 403 `prompt_blocked` with the guard result, else 200; 404 for an agent that is not the tenant's, 403 `agent_suspended` for a suspended one."""
         return await self._request("POST", f"/api/v1/agents/{_q(id)}/completions", body=body, adapter=_GUARD_AGENT_COMPLETIONS.get())  # type: ignore[no-any-return]
 
     async def guard_cancel(self) -> Task:

@@ -114,11 +114,11 @@ export declare class GeneratedClient {
   discoveryWebhook(body: Operations["discovery_webhook"]['body']): Promise<Operations["discovery_webhook"]['response']>;
   /** GET /api/v1/ws: The handshake: the JWT of `?token=` is checked before the upgrade (401 / 403). */
   eventsConnect(query: Operations["events_connect"]['query']): Promise<Operations["events_connect"]['response']>;
-  /** POST /api/v1/agents/{id}/action: The guarded agent gateway: 403 `prompt_blocked` with the guard result, else 200; 404 for an agent that is not the tenant's. */
+  /** POST /api/v1/agents/{id}/action: The guarded agent gateway: 403 `prompt_blocked` with the guard result, else 200; 404 for an agent that is not the tenant's, 403 `agent_suspended` for a suspended one. */
   guardAgentAction(id: string, body: Operations["guard_agent_action"]['body']): Promise<Operations["guard_agent_action"]['response']>;
-  /** POST /api/v1/agents/{id}/chat: The guarded agent gateway: 403 `prompt_blocked` with the guard result, else 200; 404 for an agent that is not the tenant's. */
+  /** POST /api/v1/agents/{id}/chat: The guarded agent gateway: 403 `prompt_blocked` with the guard result, else 200; 404 for an agent that is not the tenant's, 403 `agent_suspended` for a suspended one. */
   guardAgentChat(id: string, body: Operations["guard_agent_chat"]['body']): Promise<Operations["guard_agent_chat"]['response']>;
-  /** POST /api/v1/agents/{id}/completions: The guarded agent gateway: 403 `prompt_blocked` with the guard result, else 200; 404 for an agent that is not the tenant's. */
+  /** POST /api/v1/agents/{id}/completions: The guarded agent gateway: 403 `prompt_blocked` with the guard result, else 200; 404 for an agent that is not the tenant's, 403 `agent_suspended` for a suspended one. */
   guardAgentCompletions(id: string, body: Operations["guard_agent_completions"]['body']): Promise<Operations["guard_agent_completions"]['response']>;
   /** DELETE /api/v1/guard/detector/cancel: Cancel the queued or running guard training task. */
   guardCancel(): Promise<Operations["guard_cancel"]['response']>;

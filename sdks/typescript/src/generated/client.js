@@ -280,17 +280,17 @@ export class GeneratedClient {
     return this.request("GET", "/api/v1/ws", query, undefined);
   }
 
-  /** POST /api/v1/agents/{id}/action: The guarded agent gateway: 403 `prompt_blocked` with the guard result, else 200; 404 for an agent that is not the tenant's. */
+  /** POST /api/v1/agents/{id}/action: The guarded agent gateway: 403 `prompt_blocked` with the guard result, else 200; 404 for an agent that is not the tenant's, 403 `agent_suspended` for a suspended one. */
   guardAgentAction(id, body) {
     return this.request("POST", `/api/v1/agents/${q(id)}/action`, undefined, body);
   }
 
-  /** POST /api/v1/agents/{id}/chat: The guarded agent gateway: 403 `prompt_blocked` with the guard result, else 200; 404 for an agent that is not the tenant's. */
+  /** POST /api/v1/agents/{id}/chat: The guarded agent gateway: 403 `prompt_blocked` with the guard result, else 200; 404 for an agent that is not the tenant's, 403 `agent_suspended` for a suspended one. */
   guardAgentChat(id, body) {
     return this.request("POST", `/api/v1/agents/${q(id)}/chat`, undefined, body);
   }
 
-  /** POST /api/v1/agents/{id}/completions: The guarded agent gateway: 403 `prompt_blocked` with the guard result, else 200; 404 for an agent that is not the tenant's. */
+  /** POST /api/v1/agents/{id}/completions: The guarded agent gateway: 403 `prompt_blocked` with the guard result, else 200; 404 for an agent that is not the tenant's, 403 `agent_suspended` for a suspended one. */
   guardAgentCompletions(id, body) {
     return this.request("POST", `/api/v1/agents/${q(id)}/completions`, undefined, body);
   }

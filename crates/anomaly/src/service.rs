@@ -29,6 +29,9 @@ pub const DETECTOR: &str = "anomaly";
 /// Most recent audit entries used for training.
 pub const MAX_TRAINING_ROWS: i64 = 100_000;
 
+/// Samples since a tenant's last automatic retraining, and when that one started.
+type NewSamples = (u64, Option<Instant>);
+
 /// Least time between two automatic retrainings of a tenant (in one instance).
 pub const AUTO_RETRAIN_MIN_INTERVAL: Duration = Duration::from_secs(600);
 
@@ -116,7 +119,7 @@ pub struct Detector {
     config: DetectorConfig,
     /// New samples per tenant since the last auto-retrain.
     /// Per tenant: samples since the last automatic retraining, and when it started.
-    new_samples: Arc<Mutex<HashMap<TenantId, (u64, Option<Instant>)>>>,
+    new_samples: Arc<Mutex<HashMap<TenantId, NewSamples>>>,
 }
 
 fn num(v: &Value, k: &str) -> Option<f64> {

@@ -738,9 +738,16 @@ mod tests {
             m.evaluate_with(&small, EvalLimits::INLINE).map(|r| r.allow),
             Ok(true)
         );
-        let items: Vec<u32> = (0..100_000).collect();
+        // The largest list a check's context may carry (10,000 values) is over the budget: by
+        // its instruction count alone, however fast the machine.
+        let items: Vec<u32> = (0..9_997).collect();
         let big = input(serde_json::json!({ "items": items }));
         assert!(m.evaluate_with(&big, EvalLimits::INLINE).is_err());
+        let slow_clock = EvalLimits {
+            timeout: Duration::from_secs(60),
+            ..EvalLimits::INLINE
+        };
+        assert!(m.evaluate_with(&big, slow_clock).is_err());
         assert_eq!(m.evaluate(&big).map(|r| r.allow), Ok(true));
     }
 

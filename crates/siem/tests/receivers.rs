@@ -143,9 +143,17 @@ async fn rsyslog_receives_every_format() {
             }
             Format::Leef => {
                 assert!(line.starts_with("LEEF:2.0|Steward|Steward|"), "{line}");
-                assert!(line.contains("|policy.violated|^|"));
-                assert!(line.contains(&format!("stewardMarker={m}")));
-                assert!(line.contains("stewardNote=x|y=z\\\\w]\"\\^"), "{line}");
+                assert!(line.contains("|policy.violated|x09|"), "{line}");
+                // The attributes are tab-delimited; rsyslog writes a received tab as `#011`
+                // (its default `EscapeControlCharactersOnReceive`), docs/siem.md.
+                let attrs = &line[line.find("|x09|").unwrap() + 5..];
+                let attrs: Vec<&str> = attrs.split(['\t']).flat_map(|a| a.split("#011")).collect();
+                assert!(
+                    attrs.contains(&format!("stewardMarker={m}").as_str()),
+                    "{line}"
+                );
+                assert!(attrs.contains(&"stewardNote=x|y=z\\\\w]\"^"), "{line}");
+                assert_eq!(attrs.len(), 9, "{line}");
             }
         }
     }

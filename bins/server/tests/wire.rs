@@ -194,3 +194,100 @@ fn concurrent_blocks_write_one_audit_entry() {
     .unwrap();
     assert_eq!(listed["total"], 1, "blocking is idempotent: {listed}");
 }
+
+// Two admins demote each other at the same instant, on real threads: each request's role is read
+// at authentication, so before the fix both could pass that check before either change
+// committed and both succeeded, leaving the tenant without an admin. Exactly one may succeed.
+#[test]
+fn admins_demoting_each_other_at_once_leave_one_admin() {
+    let s = server(&[
+        ("SUPER_ADMIN_EMAIL", "root@wire.test"),
+        ("SUPER_ADMIN_PASSWORD", "Wire-password-123"),
+    ]);
+    let login = |email: &str, password: &str| {
+        let (status, body) = request(
+            s.port,
+            "POST",
+            "/api/v1/auth/login",
+            &[],
+            Some(&json!({"email": email, "password": password})),
+        )
+        .unwrap();
+        assert_eq!(status, 200, "{body}");
+        format!("Bearer {}", body["access_token"].as_str().unwrap())
+    };
+    let root = login("root@wire.test", "Wire-password-123");
+    let (_, tenants) = request(
+        s.port,
+        "GET",
+        "/api/v1/tenants",
+        &[("X-Admin-Key", "crash-admin")],
+        None,
+    )
+    .unwrap();
+    let tenant_id = tenants["items"]
+        .as_array()
+        .and_then(|t| t.iter().find(|t| t["name"] == "wire"))
+        .map(|t| t["id"].as_str().unwrap().to_owned())
+        .unwrap_or_else(|| panic!("{tenants}"));
+    let mut admins = Vec::new();
+    for name in ["ada", "bob"] {
+        let (status, user) = request(
+            s.port,
+            "POST",
+            "/api/v1/users",
+            &[("Authorization", &root)],
+            Some(&json!({"email": format!("{name}@wire.test"), "password": "Admin-password-123", "role": "admin", "tenant_id": tenant_id})),
+        )
+        .unwrap();
+        assert_eq!(status, 201, "{user}");
+        let bearer = login(&format!("{name}@wire.test"), "Admin-password-123");
+        admins.push((user["id"].as_str().unwrap().to_owned(), bearer));
+    }
+    for round in 0..8 {
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(2));
+        let threads: Vec<_> = [(0, 1), (1, 0)]
+            .into_iter()
+            .map(|(actor, target)| {
+                let bearer = admins[actor].1.clone();
+                let path = format!("/api/v1/users/{}/role", admins[target].0);
+                let (port, barrier) = (s.port, barrier.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    request(
+                        port,
+                        "PUT",
+                        &path,
+                        &[("Authorization", &bearer)],
+                        Some(&json!({"role": "viewer"})),
+                    )
+                })
+            })
+            .collect();
+        let statuses: Vec<u16> = threads
+            .into_iter()
+            .map(|t| t.join().unwrap().unwrap().0)
+            .collect();
+        assert_eq!(
+            statuses.iter().filter(|s| **s == 200).count(),
+            1,
+            "round {round}: {statuses:?}"
+        );
+        assert!(
+            statuses.iter().all(|s| *s == 200 || *s == 403),
+            "round {round}: {statuses:?}"
+        );
+        // Both admins again for the next round.
+        for (id, _) in &admins {
+            let (status, body) = request(
+                s.port,
+                "PUT",
+                &format!("/api/v1/users/{id}/role"),
+                &[("Authorization", &root)],
+                Some(&json!({"role": "admin"})),
+            )
+            .unwrap();
+            assert_eq!(status, 200, "{body}");
+        }
+    }
+}

@@ -126,6 +126,17 @@ impl Format {
     }
 }
 
+/// A free-text cell that a spreadsheet would read as a formula (`=`, `+`, `-`, `@`, tab or
+/// carriage return first: CSV injection, CWE-1236) gets a leading `'`, which spreadsheets show
+/// as text. The JSON exports carry the exact values.
+fn csv_text(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        std::borrow::Cow::Owned(format!("'{s}"))
+    } else {
+        std::borrow::Cow::Borrowed(s)
+    }
+}
+
 fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\""))
@@ -141,10 +152,10 @@ fn csv_row(e: &AuditEntry) -> String {
         e.seq.to_string(),
         e.timestamp.clone(),
         opt(&e.agent_id),
-        opt(&e.agent_name),
+        csv_text(&opt(&e.agent_name)).into_owned(),
         opt(&e.user_id),
-        e.action.clone(),
-        e.resource.clone(),
+        csv_text(&e.action).into_owned(),
+        csv_text(&e.resource).into_owned(),
         serde_json::to_string(&e.risk_score).unwrap_or_default(),
         e.is_approved.to_string(),
         e.input.to_string(),
@@ -926,6 +937,23 @@ mod tests {
         );
         assert!(!export.exists() && other.exists());
         let _ = tokio::fs::remove_dir_all(&dir).await;
+    }
+
+    #[test]
+    fn csv_cells_never_start_a_formula() {
+        for cell in [
+            "=HYPERLINK(\"http://x\")",
+            "+1",
+            "-2+3",
+            "@SUM(A1)",
+            "\tx",
+            "\rx",
+        ] {
+            assert_eq!(csv_text(cell), format!("'{cell}"));
+        }
+        for cell in ["read_data", "db/users", "", "a=b", "x-y"] {
+            assert_eq!(csv_text(cell), cell);
+        }
     }
 
     #[test]

@@ -92,18 +92,25 @@ pub struct HitlRequest {
 
 impl From<&Row> for HitlRequest {
     fn from(r: &Row) -> Self {
+        HitlRequest::from(r.clone())
+    }
+}
+
+/// Moves the row's values (a listing of large contexts holds each once, not twice).
+impl From<Row> for HitlRequest {
+    fn from(r: Row) -> Self {
         HitlRequest {
             approval_id: r.id.0.to_string(),
             tenant_id: r.tenant_id.0.to_string(),
             agent_id: r.agent_id.0.to_string(),
-            action: r.action.clone(),
-            resource: r.resource.clone(),
-            context: r.context.0.clone(),
-            status: r.status.clone(),
+            action: r.action,
+            resource: r.resource,
+            context: r.context.0,
+            status: r.status,
             requested_at: format_timestamp(r.requested_at.0),
             decided_at: r.decided_at.map(|t| format_timestamp(t.0)),
-            approver: r.approver.clone(),
-            rejection_reason: r.rejection_reason.clone(),
+            approver: r.approver,
+            rejection_reason: r.rejection_reason,
         }
     }
 }
@@ -284,7 +291,7 @@ impl Hitl {
             page
         )?;
         Ok(Page::new(
-            rows.iter().map(HitlRequest::from).collect(),
+            rows.into_iter().map(HitlRequest::from).collect(),
             total,
             page,
         ))

@@ -340,15 +340,29 @@ impl Detector {
             tracing::warn!(error = %e, "anomaly models not loaded at start");
         }
         let this = self.clone();
+        let again = self.clone();
         let handle = tokio::runtime::Handle::current();
-        training::listen(self.bus.clone(), DETECTOR, move |change| {
-            let this = this.clone();
-            handle.spawn(async move {
-                if let Err(e) = this.reload(TenantId(change.tenant_id)).await {
-                    tracing::warn!(error = %e, "anomaly model reload failed");
-                }
-            });
-        })
+        let handle_again = handle.clone();
+        training::listen(
+            self.bus.clone(),
+            DETECTOR,
+            move |change| {
+                let this = this.clone();
+                handle.spawn(async move {
+                    if let Err(e) = this.reload(TenantId(change.tenant_id)).await {
+                        tracing::warn!(error = %e, "anomaly model reload failed");
+                    }
+                });
+            },
+            move || {
+                let this = again.clone();
+                handle_again.spawn(async move {
+                    if let Err(e) = this.load_all().await {
+                        tracing::warn!(error = %e, "anomaly models not reloaded");
+                    }
+                });
+            },
+        )
         .await;
     }
 

@@ -876,14 +876,28 @@ impl Guard {
             Err(e) => tracing::warn!(error = %e, "guard models not loaded at start"),
         }
         let this = self.clone();
-        steward_store::training::listen(bus, DETECTOR, move |change| {
-            let this = this.clone();
-            tokio::spawn(async move {
-                if let Err(e) = this.reload(TenantId(change.tenant_id)).await {
-                    tracing::warn!(error = %e, "guard model not reloaded");
-                }
-            });
-        })
+        let again = self.clone();
+        steward_store::training::listen(
+            bus,
+            DETECTOR,
+            move |change| {
+                let this = this.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = this.reload(TenantId(change.tenant_id)).await {
+                        tracing::warn!(error = %e, "guard model not reloaded");
+                    }
+                });
+            },
+            move || {
+                let this = again.clone();
+                tokio::spawn(async move {
+                    match steward_store::training::all_active(&this.db, DETECTOR).await {
+                        Ok(all) => all.iter().for_each(|m| this.install(m)),
+                        Err(e) => tracing::warn!(error = %e, "guard models not reloaded"),
+                    }
+                });
+            },
+        )
         .await;
     }
 

@@ -78,6 +78,11 @@ pub struct EngineSettings {
     /// Tenants whose compiled set is kept (about 90 KiB for the three default policies);
     /// beyond it the set built longest ago is dropped and rebuilt when next needed.
     pub max_cached_tenants: usize,
+    /// A compiled set older than this is built again from the database (default 30 s).
+    /// Changes reach the other instances by a bus notice at once; this bounds how long a
+    /// notice lost to a cache outage (published while Redis was down, or received by no one)
+    /// can leave an instance deciding on old policies.
+    pub max_set_age: Duration,
 }
 
 impl Default for EngineSettings {
@@ -90,6 +95,7 @@ impl Default for EngineSettings {
             evaluator: Evaluator::Vm,
             inline: true,
             max_cached_tenants: 2_000,
+            max_set_age: Duration::from_secs(30),
         }
     }
 }
@@ -244,6 +250,8 @@ struct Slot {
     set: Option<Arc<CompiledSet>>,
     /// When the set was installed (the cache's build counter).
     built: u64,
+    /// When the set was installed (for `MAX_SET_AGE`).
+    installed: Option<std::time::Instant>,
 }
 
 /// The embedded engine: per tenant, the compiled active modules, built lazily from the
@@ -279,6 +287,7 @@ impl Cache {
             self.cached += 1;
         }
         slot.built = built;
+        slot.installed = Some(std::time::Instant::now());
         while self.cached > max.max(1) {
             let oldest = self
                 .slots
@@ -320,7 +329,11 @@ impl EmbeddedEngine {
         let (generation, epoch) = {
             let cache = self.cache.read().unwrap_or_else(|p| p.into_inner());
             match cache.slots.get(&tenant) {
-                Some(Slot { set: Some(set), .. }) => return Ok(set.clone()),
+                Some(Slot {
+                    set: Some(set),
+                    installed: Some(at),
+                    ..
+                }) if at.elapsed() < self.settings.max_set_age => return Ok(set.clone()),
                 Some(slot) => (cache.generation, slot.epoch),
                 None => (cache.generation, 0),
             }

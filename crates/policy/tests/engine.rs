@@ -92,3 +92,30 @@ db_test!(stored_module_that_no_longer_compiles_denies, |db| {
     assert!(!body.allowed);
     assert_eq!(body.reason, "policy 'gdpr' failed to evaluate");
 });
+
+// A notice lost to a cache outage cannot leave an instance on old policies for longer than
+// `max_set_age`: an older set is built again from the database, invalidated or not.
+db_test!(an_old_compiled_set_is_built_again, |db| {
+    let h = Harness::new(&db.pool, PolicyConfig::default());
+    let aging = EmbeddedEngine::new(
+        db.pool.clone(),
+        EngineSettings {
+            max_set_age: std::time::Duration::from_millis(50),
+            ..EngineSettings::default()
+        },
+    );
+    let t = h.tenant().await;
+    assert_eq!(aging.evaluate(t, &input(t)).await.unwrap().len(), 3);
+    let gdpr = h
+        .list(t)
+        .await
+        .into_iter()
+        .find(|p| p.name == "gdpr")
+        .unwrap();
+    // Written through the harness's own service: this engine hears of it from nobody.
+    h.update(t, &gdpr.id, json!({"is_active": false}))
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(80)).await;
+    assert_eq!(aging.evaluate(t, &input(t)).await.unwrap().len(), 2);
+});

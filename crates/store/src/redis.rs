@@ -10,7 +10,7 @@ use futures_util::StreamExt;
 use redis::AsyncCommands;
 use steward_core::bus::SUBSCRIBER_BUFFER;
 use steward_core::{Cache, Error, EventBus, Result};
-use tokio::sync::{broadcast, oneshot};
+use tokio::sync::{broadcast, watch};
 
 fn unavailable(e: impl std::error::Error + Send + Sync + 'static) -> Error {
     Error::unavailable("cache", e)
@@ -144,11 +144,20 @@ impl Cache for RedisCache {
 }
 
 /// The Redis `EventBus`: one pub/sub connection per subscribed channel, fanned out locally.
+///
+/// A channel's local broadcast lives as long as its Redis subscription: when the subscription
+/// ends (Redis restarted or unreachable), the broadcast is closed, so that every subscriber
+/// sees `Closed`, subscribes again, and treats the gap as notices it may have missed (the
+/// listeners reload or invalidate everything). A reconnection that subscribers did not see
+/// would lose the notices published meanwhile without anyone knowing.
 #[derive(Clone)]
 pub struct RedisBus {
     handle: RedisHandle,
-    hubs: Arc<Mutex<HashMap<String, broadcast::Sender<Vec<u8>>>>>,
+    hubs: Hubs,
 }
+
+/// Per channel: the local broadcast and whether its Redis subscription is established.
+type Hubs = Arc<Mutex<HashMap<String, (broadcast::Sender<Vec<u8>>, watch::Receiver<bool>)>>>;
 
 impl RedisBus {
     pub fn new(handle: RedisHandle) -> Self {
@@ -159,26 +168,27 @@ impl RedisBus {
     }
 }
 
-/// Forwards one Redis channel into a local broadcast, reconnecting after failures.
+/// Forwards one Redis channel into a local broadcast: connects (retrying each second until it
+/// succeeds), marks the hub ready, forwards until the subscription ends, then removes the hub
+/// and drops the broadcast (subscribers see `Closed`).
 async fn forward(
     client: redis::Client,
     channel: String,
     tx: broadcast::Sender<Vec<u8>>,
-    ready: oneshot::Sender<()>,
+    ready: watch::Sender<bool>,
+    hubs: Hubs,
 ) {
-    let mut ready = Some(ready);
     loop {
         match client.get_async_pubsub().await {
             Ok(mut pubsub) => match pubsub.subscribe(&channel).await {
                 Ok(()) => {
-                    if let Some(r) = ready.take() {
-                        let _ = r.send(());
-                    }
+                    let _ = ready.send(true);
                     let mut messages = pubsub.on_message();
                     while let Some(msg) = messages.next().await {
                         let _ = tx.send(msg.get_payload_bytes().to_vec());
                     }
-                    tracing::warn!(channel = %channel, "redis subscription ended; reconnecting");
+                    tracing::warn!(channel = %channel, "redis subscription ended; subscribers resubscribe");
+                    break;
                 }
                 Err(e) => tracing::warn!(channel = %channel, error = %e, "redis subscribe failed"),
             },
@@ -187,6 +197,13 @@ async fn forward(
             }
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let mut map = hubs.lock().unwrap_or_else(|p| p.into_inner());
+    if map
+        .get(&channel)
+        .is_some_and(|(hub, _)| hub.same_channel(&tx))
+    {
+        map.remove(&channel);
     }
 }
 
@@ -203,24 +220,38 @@ impl EventBus for RedisBus {
 
     async fn subscribe(&self, channel: &str) -> Result<broadcast::Receiver<Vec<u8>>> {
         let full = self.handle.key(channel);
-        let (rx, ready) = {
+        let (rx, mut ready) = {
             let mut hubs = self.hubs.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(tx) = hubs.get(&full) {
-                return Ok(tx.subscribe());
+            match hubs.get(&full) {
+                Some((tx, ready)) => (tx.subscribe(), ready.clone()),
+                None => {
+                    let (tx, rx) = broadcast::channel(SUBSCRIBER_BUFFER);
+                    let (ready_tx, ready_rx) = watch::channel(false);
+                    hubs.insert(full.clone(), (tx.clone(), ready_rx.clone()));
+                    tokio::spawn(forward(
+                        self.handle.client.clone(),
+                        full,
+                        tx,
+                        ready_tx,
+                        self.hubs.clone(),
+                    ));
+                    (rx, ready_rx)
+                }
             }
-            let (tx, rx) = broadcast::channel(SUBSCRIBER_BUFFER);
-            hubs.insert(full.clone(), tx.clone());
-            let (ready_tx, ready_rx) = oneshot::channel();
-            tokio::spawn(forward(self.handle.client.clone(), full, tx, ready_tx));
-            (rx, ready_rx)
         };
-        match tokio::time::timeout(Duration::from_secs(5), ready).await {
-            Ok(Ok(())) => Ok(rx),
+        // Subscribed only once Redis delivers the channel: before that, notices would be
+        // missed without the caller knowing.
+        let subscribed = tokio::time::timeout(Duration::from_secs(5), ready.wait_for(|r| *r))
+            .await
+            .is_ok_and(|r| r.is_ok());
+        if subscribed {
+            Ok(rx)
+        } else {
             // The forwarder keeps retrying; the caller learns that messages may be missed now.
-            _ => Err(Error::unavailable(
+            Err(Error::unavailable(
                 "cache",
                 steward_core::error::Message(format!("cannot subscribe to {channel}")),
-            )),
+            ))
         }
     }
 

@@ -582,22 +582,30 @@ pub async fn rollback(
     Ok(model)
 }
 
-/// Subscribes to [`MODEL_CHANGES`] and calls `on_change` for each notice of `detector`.
-/// Runs until the bus closes; resubscribes after a lag.
+/// Subscribes to [`MODEL_CHANGES`] and calls `on_change` for each notice of `detector`; runs
+/// until the task is aborted. Whenever notices may have been missed (lost subscription, its
+/// renewal, a lag), it calls `on_gap`, which reloads every tenant's active model.
 pub async fn listen(
     bus: Arc<dyn EventBus>,
     detector: &str,
     on_change: impl Fn(ModelChange) + Send + Sync,
+    on_gap: impl Fn() + Send + Sync,
 ) {
+    let mut first = true;
     loop {
         let mut rx = match bus.subscribe(MODEL_CHANGES).await {
             Ok(rx) => rx,
             Err(e) => {
                 tracing::warn!(error = %e, "model change subscription failed; retrying");
+                first = false;
                 tokio::time::sleep(Duration::from_secs(1)).await;
                 continue;
             }
         };
+        if !first {
+            on_gap();
+        }
+        first = false;
         loop {
             match rx.recv().await {
                 Ok(bytes) => {
@@ -607,10 +615,11 @@ pub async fn listen(
                         }
                     }
                 }
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => on_gap(),
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
             }
         }
+        tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
 

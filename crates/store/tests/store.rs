@@ -544,3 +544,86 @@ async fn a_statement_cancelled_mid_way_does_not_poison_the_sqlite_pool() {
     drop(pool);
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A redis-server of this test's own on a free port (`None` when the binary is missing).
+fn private_redis(port: u16) -> Option<std::process::Child> {
+    std::process::Command::new("redis-server")
+        .args([
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .ok()
+}
+
+// When Redis goes away, the bus's subscribers must learn it (the broadcast closes), so that
+// they subscribe again and reload what notices they may have missed; a quiet reconnection
+// lost a policy change published meanwhile on another instance (probe C).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_redis_subscription_closes_the_subscribers() {
+    use steward_core::EventBus;
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+        l.local_addr().unwrap_or_else(|e| panic!("{e}")).port()
+    };
+    let Some(mut server) = private_redis(port) else {
+        eprintln!("skipped: redis-server is not installed, bus reconnection not checked");
+        return;
+    };
+    let url = format!("redis://127.0.0.1:{port}");
+    let handle =
+        steward_store::redis::RedisHandle::new(&url, "t:", std::time::Duration::from_secs(2))
+            .unwrap_or_else(|e| panic!("{e}"));
+    let bus = steward_store::redis::RedisBus::new(handle);
+    let mut rx = None;
+    for _ in 0..50 {
+        if let Ok(r) = bus.subscribe("changes").await {
+            rx = Some(r);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let mut rx = rx.unwrap_or_else(|| panic!("no subscription to the private redis"));
+    bus.publish("changes", b"one")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let got = tokio::time::timeout(std::time::Duration::from_secs(5), rx.recv()).await;
+    assert!(matches!(got, Ok(Ok(ref m)) if m == b"one"), "{got:?}");
+
+    let _ = server.kill();
+    let _ = server.wait();
+    let closed = tokio::time::timeout(std::time::Duration::from_secs(10), rx.recv()).await;
+    assert!(
+        matches!(
+            closed,
+            Ok(Err(tokio::sync::broadcast::error::RecvError::Closed))
+        ),
+        "{closed:?}"
+    );
+
+    // Back again: a new subscription works.
+    let mut server = private_redis(port).unwrap_or_else(|| panic!("redis-server restart"));
+    let mut again = None;
+    for _ in 0..100 {
+        if let Ok(r) = bus.subscribe("changes").await {
+            again = Some(r);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let mut again = again.unwrap_or_else(|| panic!("no subscription after the restart"));
+    bus.publish("changes", b"two")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let got = tokio::time::timeout(std::time::Duration::from_secs(5), again.recv()).await;
+    assert!(matches!(got, Ok(Ok(ref m)) if m == b"two"), "{got:?}");
+    let _ = server.kill();
+    let _ = server.wait();
+}

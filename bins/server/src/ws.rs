@@ -438,14 +438,24 @@ async fn serve(
                 event = reg.events.recv() => {
                     match event {
                         Some(text) => {
-                            if session.text(text).await.is_err() { break None; }
                             // Hand everything already queued to the writer before yielding, so
-                            // that a burst leaves in few socket writes.
-                            let mut failed = false;
-                            while let Ok(more) = reg.events.try_recv() {
-                                if session.text(more).await.is_err() { failed = true; break; }
+                            // that a burst leaves in few socket writes; but stop at a close
+                            // (block, delete) so that nothing more leaves after it, and give up
+                            // on a client that takes no frame within WRITE_TIMEOUT: while a
+                            // write waits, neither closes nor the idle and credential checks
+                            // below can run.
+                            let mut sent = write(session.text(text)).await;
+                            while sent == Written::Ok && !reg.close.has_changed().unwrap_or(true) {
+                                match reg.events.try_recv() {
+                                    Ok(more) => sent = write(session.text(more)).await,
+                                    Err(_) => break,
+                                }
                             }
-                            if failed { break None; }
+                            match sent {
+                                Written::Ok => {}
+                                Written::Failed => break None,
+                                Written::Stalled => break Some(CloseReason { code: CloseCode::Again, description: Some("client not reading".into()) }),
+                            }
                         }
                         None => break None,
                     }
@@ -457,7 +467,11 @@ async fn serve(
                     if !recheck.still_valid().await {
                         break Some(CloseReason { code: CloseCode::Policy, description: Some("credential no longer valid".into()) });
                     }
-                    if session.ping(b"").await.is_err() { break None; }
+                    match write(session.ping(b"")).await {
+                        Written::Ok => {}
+                        Written::Failed => break None,
+                        Written::Stalled => break Some(CloseReason { code: CloseCode::Again, description: Some("client not reading".into()) }),
+                    }
                 }
             }
         };
@@ -465,7 +479,8 @@ async fn serve(
     let (tenant_left, user_left) = hub.unregister(tenant, reg.id);
     metrics::gauge!("websocket_connections").decrement(1.0);
     if let Some(reason) = closing {
-        let _ = session.close(Some(reason)).await;
+        // A client that reads nothing would hold the close frame (and this task) forever.
+        let _ = tokio::time::timeout(WRITE_TIMEOUT, session.close(Some(reason))).await;
     }
     hub.publish_counts(tenant, tenant_left, user_left).await;
 }
@@ -475,6 +490,28 @@ fn is_ping(text: &str) -> bool {
         .ok()
         .and_then(|v| v.get("event").and_then(Value::as_str).map(|e| e == "ping"))
         .unwrap_or(false)
+}
+
+/// Most time one frame may wait for the client to take it (a client that stops reading fills
+/// the connection's buffers, and a write then waits): beyond it the connection is closed with
+/// 1013, like one whose send queue fills.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+
+#[derive(Debug, PartialEq, Eq)]
+enum Written {
+    Ok,
+    /// The connection is gone.
+    Failed,
+    /// The client took nothing within `WRITE_TIMEOUT`.
+    Stalled,
+}
+
+async fn write<E>(frame: impl std::future::Future<Output = Result<(), E>>) -> Written {
+    match tokio::time::timeout(WRITE_TIMEOUT, frame).await {
+        Ok(Ok(())) => Written::Ok,
+        Ok(Err(_)) => Written::Failed,
+        Err(_) => Written::Stalled,
+    }
 }
 
 #[cfg(test)]

@@ -497,18 +497,34 @@ impl Registry {
     }
 
     /// An agent's name, type, capabilities, permissions or status changed (or every agent's,
-    /// for `None`): forgets it here at once and tells the other instances.
-    fn agent_changed(&self, which: Option<(TenantId, AgentId)>) {
+    /// for `None`): forgets it here at once and tells the other instances before the request
+    /// is answered, so that a suspension is refused everywhere once its answer arrives.
+    async fn agent_changed(&self, which: Option<(TenantId, AgentId)>) {
+        let (bus, payload) = self.agent_change_notice(which);
+        if let Err(e) = bus.publish(AGENT_CHANGES_CHANNEL, payload.as_bytes()).await {
+            tracing::warn!(error = %e, "agent change notice not published");
+        }
+    }
+
+    /// The same, for a caller that cannot wait: the notice leaves from a task of its own.
+    fn agent_changed_soon(&self, which: Option<(TenantId, AgentId)>) {
+        let (bus, payload) = self.agent_change_notice(which);
+        tokio::spawn(async move {
+            let _ = bus.publish(AGENT_CHANGES_CHANNEL, payload.as_bytes()).await;
+        });
+    }
+
+    fn agent_change_notice(
+        &self,
+        which: Option<(TenantId, AgentId)>,
+    ) -> (Arc<dyn EventBus>, String) {
         self.drop_cached(which);
         let origin = steward_store::schedule::instance_id();
         let payload = match which {
             Some((t, a)) => format!("{t} {a} {origin}"),
             None => format!("* {origin}"),
         };
-        let bus = self.bus.clone();
-        tokio::spawn(async move {
-            let _ = bus.publish(AGENT_CHANGES_CHANNEL, payload.as_bytes()).await;
-        });
+        (self.bus.clone(), payload)
     }
 
     /// Drops cached agents on other instances' notices; runs until the task is aborted.
@@ -759,7 +775,7 @@ impl Registry {
             }
             lost_race(attempt, &a)?;
         };
-        self.agent_changed(Some((p.tenant, a.agent_id())));
+        self.agent_changed(Some((p.tenant, a.agent_id()))).await;
         if profile_changed {
             self.changed(p.tenant, &a, false, before);
         }
@@ -775,7 +791,7 @@ impl Registry {
         with_conn!(&self.db, conn => {
             diesel::delete(agents::table.filter(agents::id.eq(row))).execute(conn).await.db()
         })?;
-        self.agent_changed(Some((p.tenant, a.agent_id())));
+        self.agent_changed(Some((p.tenant, a.agent_id()))).await;
         self.changed(p.tenant, &a, true, None);
         self.event("agent.deleted", p.tenant, &a);
         Ok(())
@@ -821,7 +837,7 @@ impl Registry {
             lost_race(attempt, &a)?;
         };
         if status_changed {
-            self.agent_changed(Some((p.tenant, a.agent_id())));
+            self.agent_changed(Some((p.tenant, a.agent_id()))).await;
         }
         if stale {
             self.changed(p.tenant, &a, false, before);
@@ -842,7 +858,7 @@ impl Registry {
             let read_status = std::mem::replace(&mut a.status, "suspended".into());
             a.updated_at = Ts(clock::now());
             if self.save(&a, &read_status).await? {
-                self.agent_changed(Some((p.tenant, a.agent_id())));
+                self.agent_changed(Some((p.tenant, a.agent_id()))).await;
                 self.event("agent.suspended", p.tenant, &a);
                 return Ok((&a).into());
             }
@@ -871,7 +887,7 @@ impl Registry {
                 a.id.0
             )));
         }
-        self.agent_changed(Some((p.tenant, a.agent_id())));
+        self.agent_changed(Some((p.tenant, a.agent_id()))).await;
         self.event("agent.resumed", p.tenant, &a);
         Ok((&a).into())
     }
@@ -995,7 +1011,7 @@ impl Registry {
         })
         .inspect(|n| {
             if *n > 0 {
-                self.agent_changed(None);
+                self.agent_changed_soon(None);
             }
         })
     }

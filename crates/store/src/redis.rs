@@ -25,7 +25,8 @@ pub struct RedisHandle {
 }
 
 impl RedisHandle {
-    /// Builds the pool (connections open lazily). `prefix` namespaces every key and channel.
+    /// Builds the pool (connections open lazily). `prefix` namespaces every key and channel,
+    /// followed by `db<N>:` for a database other than 0.
     pub fn new(url: &str, prefix: &str, timeout: Duration) -> Result<RedisHandle> {
         let client = redis::Client::open(url)
             .map_err(|e| Error::internal_msg(format!("REDIS_URL is not a valid Redis URL: {e}")))?;
@@ -42,10 +43,19 @@ impl RedisHandle {
         let pool = cfg
             .create_pool(Some(Runtime::Tokio1))
             .map_err(|e| Error::internal_msg(format!("cannot build the Redis pool: {e}")))?;
+        // Pub/sub channels ignore the database number, so deployments sharing one Redis on
+        // different databases would hear each other's notices: the database joins the prefix
+        // (database 0 keeps the plain prefix).
+        let db = client.get_connection_info().redis.db;
+        let prefix = if db == 0 {
+            prefix.to_owned()
+        } else {
+            format!("{prefix}db{db}:")
+        };
         Ok(RedisHandle {
             pool,
             client,
-            prefix: prefix.to_owned(),
+            prefix,
         })
     }
 

@@ -627,3 +627,48 @@ async fn a_lost_redis_subscription_closes_the_subscribers() {
     let _ = server.kill();
     let _ = server.wait();
 }
+
+// Pub/sub ignores the database number: two deployments on one Redis, databases 1 and 2, must
+// not hear each other's notices (probe C).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn buses_on_other_databases_do_not_hear_each_other() {
+    use steward_core::EventBus;
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("{e}"));
+        l.local_addr().unwrap_or_else(|e| panic!("{e}")).port()
+    };
+    let Some(mut server) = private_redis(port) else {
+        eprintln!("skipped: redis-server is not installed, database separation not checked");
+        return;
+    };
+    let bus = |db: u8| {
+        let url = format!("redis://127.0.0.1:{port}/{db}");
+        let handle = steward_store::redis::RedisHandle::new(
+            &url,
+            "steward:",
+            std::time::Duration::from_secs(2),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        steward_store::redis::RedisBus::new(handle)
+    };
+    let (one, two) = (bus(1), bus(2));
+    let mut heard = None;
+    for _ in 0..50 {
+        if let Ok(r) = two.subscribe("changes").await {
+            heard = Some(r);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let mut heard = heard.unwrap_or_else(|| panic!("no subscription to the private redis"));
+    one.publish("changes", b"from-db-1")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    two.publish("changes", b"from-db-2")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let got = tokio::time::timeout(std::time::Duration::from_secs(5), heard.recv()).await;
+    assert!(matches!(got, Ok(Ok(ref m)) if m == b"from-db-2"), "{got:?}");
+    let _ = server.kill();
+    let _ = server.wait();
+}

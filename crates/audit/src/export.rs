@@ -642,14 +642,19 @@ impl AuditService {
         });
         // A tenant has at most `MAX_ACTIVE_EXPORTS` jobs queued or running: each one writes
         // the tenant's retained log to disk, and every tenant's exports wait in one queue.
-        let active = jobs::active(self.db(), p.tenant, JOB_KIND).await?;
-        if active.len() >= MAX_ACTIVE_EXPORTS {
-            return Err(Error::conflict(format!(
-                "{} export jobs of this tenant are queued or running (at most {MAX_ACTIVE_EXPORTS}); wait for one to finish",
-                active.len()
-            )));
-        }
-        let job = jobs::enqueue(self.db(), p.tenant, JOB_KIND, payload).await?;
+        let job = match jobs::enqueue_unless(self.db(), p.tenant, JOB_KIND, payload, |active| {
+            active.len() >= MAX_ACTIVE_EXPORTS
+        })
+        .await?
+        {
+            jobs::Enqueued::Queued(job) => job,
+            jobs::Enqueued::Refused(active) => {
+                return Err(Error::conflict(format!(
+                    "{} export jobs of this tenant are queued or running (at most {MAX_ACTIVE_EXPORTS}); wait for one to finish",
+                    active.len()
+                )))
+            }
+        };
         Ok(ExportJob::from_row(&job))
     }
 

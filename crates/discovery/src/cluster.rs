@@ -88,13 +88,31 @@ impl Discovery {
     /// new candidates too, so it is returned instead of queuing another (at most one queued
     /// and one running per tenant).
     pub(crate) async fn enqueue_cluster(&self, tenant: TenantId, threshold: f64) -> Result<Task> {
-        let active = jobs::active(&self.db, tenant, JOB_KIND).await?;
-        if let Some(queued) = active.iter().find(|j| j.status == "queued") {
-            return Ok(Task::from_row(queued));
+        match self.enqueue_unless_queued(tenant, threshold).await? {
+            jobs::Enqueued::Queued(job) => Ok(Task::from_row(&job)),
+            jobs::Enqueued::Refused(active) => active
+                .iter()
+                .find(|j| j.status == "queued")
+                .map(Task::from_row)
+                .ok_or_else(|| Error::internal_msg("clustering refused without a queued task")),
         }
-        let job =
-            jobs::enqueue(&self.db, tenant, JOB_KIND, json!({"threshold": threshold})).await?;
-        Ok(Task::from_row(&job))
+    }
+
+    /// Queues a clustering task unless one of the tenant's is queued (atomically, across
+    /// instances).
+    async fn enqueue_unless_queued(
+        &self,
+        tenant: TenantId,
+        threshold: f64,
+    ) -> Result<jobs::Enqueued> {
+        jobs::enqueue_unless(
+            &self.db,
+            tenant,
+            JOB_KIND,
+            json!({"threshold": threshold}),
+            |active| active.iter().any(|j| j.status == "queued"),
+        )
+        .await
     }
 
     /// `POST /discovery/cluster` with `{threshold?}` in (0, 1] (default 0.8): queues the task
@@ -123,24 +141,23 @@ impl Discovery {
         // time quadratic in the pending candidates, and every tenant's tasks wait in one
         // queue. A queued task with the same threshold is the answer to the same request; one
         // with another threshold is a conflict.
-        let active = jobs::active(&self.db, p.tenant, JOB_KIND).await?;
-        if let Some(queued) = active.iter().find(|j| j.status == "queued") {
-            if queued.payload.0["threshold"].as_f64() == Some(threshold) {
-                return Ok(Task::from_row(queued));
+        match self.enqueue_unless_queued(p.tenant, threshold).await? {
+            jobs::Enqueued::Queued(job) => Ok(Task::from_row(&job)),
+            jobs::Enqueued::Refused(active) => {
+                let Some(queued) = active.iter().find(|j| j.status == "queued") else {
+                    return Err(Error::internal_msg(
+                        "clustering refused without a queued task",
+                    ));
+                };
+                if queued.payload.0["threshold"].as_f64() == Some(threshold) {
+                    return Ok(Task::from_row(queued));
+                }
+                Err(Error::conflict(format!(
+                    "clustering task {} is queued with another threshold; wait for it to finish",
+                    queued.id.0
+                )))
             }
-            return Err(Error::conflict(format!(
-                "clustering task {} is queued with another threshold; wait for it to finish",
-                queued.id.0
-            )));
         }
-        let job = jobs::enqueue(
-            &self.db,
-            p.tenant,
-            JOB_KIND,
-            json!({"threshold": threshold}),
-        )
-        .await?;
-        Ok(Task::from_row(&job))
     }
 
     /// `GET /discovery/cluster/{task_id}`.

@@ -5,12 +5,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use diesel::prelude::*;
-use diesel_async::RunQueryDsl;
+use diesel_async::{AsyncConnection, RunQueryDsl};
+use scoped_futures::ScopedFutureExt;
 use serde_json::Value;
 use steward_core::{clock, Error, Result, TenantId};
 
 use crate::schedule::instance_id;
-use crate::schema::jobs;
+use crate::schema::{jobs, tenants};
 use crate::{with_conn, DbPool, DbResultExt, Id, Json, Ts};
 
 /// Attempts before a job whose instances keep dying is marked failed.
@@ -92,20 +93,68 @@ pub async fn enqueue(db: &DbPool, tenant: TenantId, kind: &str, payload: Value) 
     Ok(row)
 }
 
-/// A tenant's queued and running jobs of a kind, oldest first. Callers bound how many a tenant
-/// may have, so that one tenant cannot fill the queue that every tenant's jobs wait in.
-pub async fn active(db: &DbPool, tenant: TenantId, kind: &str) -> Result<Vec<JobRow>> {
+/// What [`enqueue_unless`] did.
+pub enum Enqueued {
+    Queued(JobRow),
+    /// Refused: the tenant's queued and running jobs of the kind, oldest first.
+    Refused(Vec<JobRow>),
+}
+
+/// Queues a job unless `refuse` says no, given the tenant's queued and running jobs of the
+/// kind, in one transaction that first locks the tenant's row: concurrent calls, on any
+/// instance, see each other's jobs, so a bound on them holds.
+pub async fn enqueue_unless(
+    db: &DbPool,
+    tenant: TenantId,
+    kind: &str,
+    payload: Value,
+    refuse: fn(&[JobRow]) -> bool,
+) -> Result<Enqueued> {
+    let row = JobRow {
+        id: Id(uuid::Uuid::now_v7()),
+        tenant_id: Id(tenant.0),
+        kind: kind.to_owned(),
+        status: "queued".into(),
+        progress: 0.0,
+        payload: Json(payload),
+        result: None,
+        error: None,
+        attempts: 0,
+        lease_owner: None,
+        lease_expires_at: None,
+        created_at: Ts(clock::now()),
+        started_at: None,
+        finished_at: None,
+    };
+    let t = Id(tenant.0);
+    let row = &row;
     with_conn!(db, conn => {
-        jobs::table
-            .filter(jobs::tenant_id.eq(Id(tenant.0)))
-            .filter(jobs::kind.eq(kind))
-            .filter(jobs::status.eq_any(["queued", "running"]))
-            .order(jobs::created_at.asc())
-            .limit(100)
-            .select(JobRow::as_select())
-            .load(conn)
-            .await
-            .db()
+        conn.transaction::<_, diesel::result::Error, _>(|conn| {
+            async move {
+                // A no-op update: the row lock (PostgreSQL) or the write lock (SQLite).
+                diesel::update(tenants::table.filter(tenants::id.eq(t)))
+                    .set(tenants::name.eq(tenants::name))
+                    .execute(conn)
+                    .await?;
+                let active: Vec<JobRow> = jobs::table
+                    .filter(jobs::tenant_id.eq(t))
+                    .filter(jobs::kind.eq(&row.kind))
+                    .filter(jobs::status.eq_any(["queued", "running"]))
+                    .order(jobs::created_at.asc())
+                    .limit(100)
+                    .select(JobRow::as_select())
+                    .load(conn)
+                    .await?;
+                if refuse(&active) {
+                    return Ok(Enqueued::Refused(active));
+                }
+                diesel::insert_into(jobs::table).values(row).execute(conn).await?;
+                Ok(Enqueued::Queued(row.clone()))
+            }
+            .scope_boxed()
+        })
+        .await
+        .db()
     })
 }
 

@@ -95,7 +95,7 @@ pub async fn enqueue(db: &DbPool, tenant: TenantId, kind: &str, payload: Value) 
 
 /// What [`enqueue_unless`] did.
 pub enum Enqueued {
-    Queued(JobRow),
+    Queued(Box<JobRow>),
     /// Refused: the tenant's queued and running jobs of the kind, oldest first.
     Refused(Vec<JobRow>),
 }
@@ -149,7 +149,7 @@ pub async fn enqueue_unless(
                     return Ok(Enqueued::Refused(active));
                 }
                 diesel::insert_into(jobs::table).values(row).execute(conn).await?;
-                Ok(Enqueued::Queued(row.clone()))
+                Ok(Enqueued::Queued(Box::new(row.clone())))
             }
             .scope_boxed()
         })

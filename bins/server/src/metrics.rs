@@ -81,6 +81,13 @@ pub const FAMILIES: &[Family] = &[
         buckets: &[],
     },
     Family {
+        name: "siem_events_dropped_total",
+        kind: Kind::Counter,
+        help: "SIEM events dropped because the in-memory queue (100,000) was full while the outbox could not be written.",
+        labelled: false,
+        buckets: &[],
+    },
+    Family {
         name: "anomaly_external_escalations_total",
         kind: Kind::Counter,
         help: "Anomaly composites in [0.4, 0.7) sent to ANOMALY_EXTERNAL_URL, by outcome (scored, timeout, unreachable, bad_status, bad_answer).",

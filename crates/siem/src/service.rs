@@ -26,6 +26,9 @@ const LEASE: &str = "siem.sender";
 /// How long a sender's lease lasts without renewal (`JOB_LEASE_SECONDS` when set).
 const LEASE_DEFAULT: Duration = Duration::from_secs(15);
 
+/// Most events held in memory while the outbox cannot be written (about 100 MB).
+pub const MAX_MEMORY_QUEUE: usize = 100_000;
+
 fn lease() -> Duration {
     steward_store::jobs::lease(LEASE_DEFAULT)
 }
@@ -178,17 +181,27 @@ impl Siem {
         }
     }
 
-    /// Queues an event for export (never blocks on I/O).
+    /// Queues an event for export (never blocks on I/O). At most `MAX_MEMORY_QUEUE` events wait
+    /// in memory for the outbox.
     pub fn enqueue(&self, event: &Event) {
         if !self.enabled() || NOT_EXPORTED.contains(&event.kind.as_str()) {
             return;
         }
         let rec = record(event);
-        let len = {
+        let (len, dropped) = {
             let mut q = self.0.queue.lock().unwrap_or_else(|p| p.into_inner());
+            // The queue empties into the outbox at once unless the database refuses the
+            // writes; then it is bounded, losing the oldest events rather than the memory.
+            let dropped = q.len() >= MAX_MEMORY_QUEUE && q.pop_front().is_some();
             q.push_back(rec);
-            q.len()
+            (q.len(), dropped)
         };
+        if dropped {
+            metrics::counter!("siem_events_dropped_total").increment(1);
+            tracing::warn!(
+                "SIEM queue full (the outbox cannot be written): the oldest event was dropped"
+            );
+        }
         // Wake the writer when it has something to gather (the first event) and when a whole
         // batch is waiting (it writes at once); not for every event.
         if len == 1 || len == self.0.config.batch_size.max(1) {
@@ -791,6 +804,49 @@ impl EventBus for OutboxBus {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // The outbox cannot be written (the writer never runs here): the memory queue is bounded,
+    // the oldest events going first.
+    #[tokio::test]
+    async fn the_memory_queue_is_bounded() {
+        let db = steward_store::testing::TestDb::sqlite().await.unwrap();
+        let config = SiemConfig {
+            enabled: true,
+            batch_size: 50,
+            batch_timeout: Duration::from_secs(1),
+            max_retries: 3,
+            transport: crate::transport::TransportConfig {
+                kind: crate::transport::TransportKind::Syslog,
+                format: crate::Format::Jsonl,
+                host: "127.0.0.1".into(),
+                port: 9,
+                tls: false,
+                ca_file: None,
+                connect_timeout: Duration::from_secs(1),
+                hec_url: None,
+                hec_token: None,
+                hec_sourcetype: "steward".into(),
+                elk_url: None,
+                elk_index: "steward-events".into(),
+                elk_username: None,
+                elk_password: None,
+            },
+        };
+        let siem = Siem::new(db.pool.clone(), config);
+        let tenant = steward_core::TenantId::new();
+        for seq in 0..MAX_MEMORY_QUEUE + 3 {
+            let event = Event::new(
+                "policy.violated",
+                tenant,
+                steward_core::event::Severity::Warning,
+                serde_json::json!({"seq": seq}),
+            );
+            siem.enqueue(&event);
+        }
+        assert_eq!(siem.memory_len(), MAX_MEMORY_QUEUE);
+        let first = siem.0.queue.lock().unwrap().front().cloned().unwrap();
+        assert_eq!(first["data"]["seq"], 3);
+    }
 
     #[test]
     fn backoff_grows_and_is_capped() {

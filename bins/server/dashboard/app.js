@@ -157,7 +157,7 @@ async function boot() {
       return showLogin(`Single sign-on failed: ${e.message}`);
     }
   }
-  if (ssoError) return showLogin(`Single sign-on failed: ${SSO_REASONS[ssoError] || 'unknown reason'}.`);
+  if (ssoError) return showLogin(`Single sign-on failed: ${(Object.hasOwn(SSO_REASONS, ssoError) ? SSO_REASONS[ssoError] : 'unknown reason')}.`);
   if (session.get()) return showShell();
   return showLogin();
 }

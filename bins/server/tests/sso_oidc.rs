@@ -288,6 +288,20 @@ async fn session(server: &Server, login: &str) -> Value {
     r.json().await.unwrap_or_default()
 }
 
+/// The super admin's login answer.
+async fn super_login(server: &Server) -> Value {
+    server
+        .app
+        .call(
+            "POST",
+            "/api/v1/auth/login",
+            &common::Cred::None,
+            Some(json!({"email": common::SUPER_EMAIL, "password": common::SUPER_PASSWORD})),
+        )
+        .await
+        .json()
+}
+
 fn unique(prefix: &str) -> String {
     format!(
         "{prefix}{}",
@@ -354,16 +368,7 @@ async fn jit_user_mapped_role_group_change_and_single_use_code() {
     assert_eq!(keep["user"]["role"], "developer");
 
     // The logins are audited.
-    let super_login = server
-        .app
-        .call(
-            "POST",
-            "/api/v1/auth/login",
-            &common::Cred::None,
-            Some(json!({"email": common::SUPER_EMAIL, "password": common::SUPER_PASSWORD})),
-        )
-        .await
-        .json();
+    let super_login = super_login(&server).await;
     let key = super_login["api_key"]
         .as_str()
         .unwrap_or_default()
@@ -399,16 +404,7 @@ async fn a_preprovisioned_account_needs_a_verified_email() {
         return;
     };
     let server = serve(&p, Some(sqlite().await), None, &[]).await;
-    let super_login = server
-        .app
-        .call(
-            "POST",
-            "/api/v1/auth/login",
-            &common::Cred::None,
-            Some(json!({"email": common::SUPER_EMAIL, "password": common::SUPER_PASSWORD})),
-        )
-        .await
-        .json();
+    let super_login = super_login(&server).await;
     let key = common::Cred::Jwt(
         super_login["access_token"]
             .as_str()

@@ -41,6 +41,23 @@ fn server(env: &[(&str, &str)]) -> Server {
     }
 }
 
+/// The id of the tenant `server` created.
+fn wire_tenant(port: u16) -> String {
+    let (_, tenants) = request(
+        port,
+        "GET",
+        "/api/v1/tenants",
+        &[("X-Admin-Key", "crash-admin")],
+        None,
+    )
+    .unwrap();
+    tenants["items"]
+        .as_array()
+        .and_then(|t| t.iter().find(|t| t["name"] == "wire"))
+        .map(|t| t["id"].as_str().unwrap().to_owned())
+        .unwrap_or_else(|| panic!("{tenants}"))
+}
+
 fn problem_code(body: &str) -> String {
     serde_json::from_str::<Value>(body).unwrap_or(Value::Null)["code"]
         .as_str()
@@ -147,19 +164,7 @@ fn concurrent_blocks_write_one_audit_entry() {
     .unwrap();
     assert_eq!(status, 200, "{login}");
     let bearer = format!("Bearer {}", login["access_token"].as_str().unwrap());
-    let (_, tenants) = request(
-        s.port,
-        "GET",
-        "/api/v1/tenants",
-        &[("X-Admin-Key", "crash-admin")],
-        None,
-    )
-    .unwrap();
-    let tenant_id = tenants["items"]
-        .as_array()
-        .and_then(|t| t.iter().find(|t| t["name"] == "wire"))
-        .map(|t| t["id"].as_str().unwrap().to_owned())
-        .unwrap_or_else(|| panic!("{tenants}"));
+    let tenant_id = wire_tenant(s.port);
     let (status, user) = request(
         s.port,
         "POST",
@@ -217,19 +222,7 @@ fn admins_demoting_each_other_at_once_leave_one_admin() {
         format!("Bearer {}", body["access_token"].as_str().unwrap())
     };
     let root = login("root@wire.test", "Wire-password-123");
-    let (_, tenants) = request(
-        s.port,
-        "GET",
-        "/api/v1/tenants",
-        &[("X-Admin-Key", "crash-admin")],
-        None,
-    )
-    .unwrap();
-    let tenant_id = tenants["items"]
-        .as_array()
-        .and_then(|t| t.iter().find(|t| t["name"] == "wire"))
-        .map(|t| t["id"].as_str().unwrap().to_owned())
-        .unwrap_or_else(|| panic!("{tenants}"));
+    let tenant_id = wire_tenant(s.port);
     let mut admins = Vec::new();
     for name in ["ada", "bob"] {
         let (status, user) = request(

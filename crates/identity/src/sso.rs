@@ -839,30 +839,12 @@ impl Sso {
                 // provider must vouch for that e-mail (`email_verified`), unless the operator
                 // trusts every e-mail of this provider.
                 let vouched = person.email_verified == Some(true) || p.cfg.trust_unverified_email;
+                let preprovisioned = |u: &UserRow| {
+                    u.auth_provider.as_deref() == Some(provider_id.as_str())
+                        && u.external_subject.is_none()
+                };
                 match by_email {
-                    Some(u)
-                        if u.auth_provider.as_deref() == Some(provider_id.as_str())
-                            && u.external_subject.is_none()
-                            && !vouched =>
-                    {
-                        self.identity
-                            .record(
-                                u.tenant_id.into_id(),
-                                Some(u.id.into_id()),
-                                "user.login_failed",
-                                format!("user:{}", uuid_of(u.id)),
-                                json!({"method": "sso", "provider": provider_id, "reason": "email_not_verified"}),
-                            )
-                            .await;
-                        return Err(refused(
-                            SsoFailure::EmailConflict,
-                            "a pre-provisioned account has this e-mail, which the provider does not mark verified",
-                        ));
-                    }
-                    Some(u)
-                        if u.auth_provider.as_deref() == Some(provider_id.as_str())
-                            && u.external_subject.is_none() =>
-                    {
+                    Some(u) if preprovisioned(&u) && vouched => {
                         // A pre-provisioned account: it takes the subject now.
                         let id = u.id;
                         let subject = person.subject.clone();
@@ -879,19 +861,21 @@ impl Sso {
                         }
                     }
                     Some(u) => {
+                        let (reason, why) = if preprovisioned(&u) {
+                            ("email_not_verified", "a pre-provisioned account has this e-mail, which the provider does not mark verified")
+                        } else {
+                            ("email_conflict", "another account owns this e-mail")
+                        };
                         self.identity
                             .record(
                                 u.tenant_id.into_id(),
                                 Some(u.id.into_id()),
                                 "user.login_failed",
                                 format!("user:{}", uuid_of(u.id)),
-                                json!({"method": "sso", "provider": provider_id, "reason": "email_conflict"}),
+                                json!({"method": "sso", "provider": provider_id, "reason": reason}),
                             )
                             .await;
-                        return Err(refused(
-                            SsoFailure::EmailConflict,
-                            "another account owns this e-mail",
-                        ));
+                        return Err(refused(SsoFailure::EmailConflict, why));
                     }
                     None if !self.settings.auto_provision => {
                         publish(

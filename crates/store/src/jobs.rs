@@ -71,9 +71,9 @@ fn lease_until(lease: Duration) -> Ts {
     Ts(clock::now() + time::Duration::try_from(lease).unwrap_or(time::Duration::SECOND * 30))
 }
 
-/// Queues a job.
-pub async fn enqueue(db: &DbPool, tenant: TenantId, kind: &str, payload: Value) -> Result<JobRow> {
-    let row = JobRow {
+/// A new queued job row.
+fn queued_row(tenant: TenantId, kind: &str, payload: Value) -> JobRow {
+    JobRow {
         id: Id(uuid::Uuid::now_v7()),
         tenant_id: Id(tenant.0),
         kind: kind.to_owned(),
@@ -88,7 +88,12 @@ pub async fn enqueue(db: &DbPool, tenant: TenantId, kind: &str, payload: Value) 
         created_at: Ts(clock::now()),
         started_at: None,
         finished_at: None,
-    };
+    }
+}
+
+/// Queues a job.
+pub async fn enqueue(db: &DbPool, tenant: TenantId, kind: &str, payload: Value) -> Result<JobRow> {
+    let row = queued_row(tenant, kind, payload);
     with_conn!(db, conn => diesel::insert_into(jobs::table).values(&row).execute(conn).await.db())?;
     Ok(row)
 }
@@ -110,22 +115,7 @@ pub async fn enqueue_unless(
     payload: Value,
     refuse: fn(&[JobRow]) -> bool,
 ) -> Result<Enqueued> {
-    let row = JobRow {
-        id: Id(uuid::Uuid::now_v7()),
-        tenant_id: Id(tenant.0),
-        kind: kind.to_owned(),
-        status: "queued".into(),
-        progress: 0.0,
-        payload: Json(payload),
-        result: None,
-        error: None,
-        attempts: 0,
-        lease_owner: None,
-        lease_expires_at: None,
-        created_at: Ts(clock::now()),
-        started_at: None,
-        finished_at: None,
-    };
+    let row = queued_row(tenant, kind, payload);
     let t = Id(tenant.0);
     let row = &row;
     with_conn!(db, conn => {

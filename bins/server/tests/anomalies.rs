@@ -102,9 +102,12 @@ app_test!(
         let t = app.tenant("anomaly-train").await;
         let key = Cred::Key(t.key.clone());
         let agent = app.agent(&t.key).await;
-        app.call("POST", "/api/v1/anomalies/detector/train", &key, None)
+        let problem = app
+            .call("POST", "/api/v1/anomalies/detector/train", &key, None)
             .await
             .problem(422, "insufficient_samples");
+        // Contract 3: `insufficient_samples` names `samples`.
+        assert_eq!(problem["errors"][0]["field"], "samples", "{problem}");
         seed(&app, &key, &agent, 10).await;
         let r = runner(&app);
         for v in 1..=2 {

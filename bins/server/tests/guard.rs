@@ -65,7 +65,8 @@ app_test!(
         let r = app
             .call("POST", "/api/v1/guard/detector/train", &key, None)
             .await;
-        r.problem(422, "insufficient_samples");
+        let problem = r.problem(422, "insufficient_samples");
+        assert_eq!(problem["errors"][0]["field"], "samples", "{problem}");
         label_samples(&app, &key, 24).await;
         for days in ["0", "366", "x"] {
             let r = app
@@ -141,6 +142,7 @@ app_test!(
         let status = r.json();
         assert_eq!(status["model_version"], 1, "{status}");
         assert_eq!(status["training_status"], "trained");
+        assert!(status["last_trained_at"].is_string(), "{status}");
         // The new model is not answered from the previous model's cache.
         let r = app
             .call("POST", "/api/v1/guard/validate", &key, Some(probe.clone()))

@@ -242,3 +242,68 @@ async fn a_logged_out_credential_loses_its_connection() {
         .unwrap();
     wait(&mut staying, "pong", |_| true).await;
 }
+
+/// The tenant's connection count as a new connection of `user` sees it (that connection
+/// included), then closes that connection.
+async fn connections_seen(addr: &str, user: &User) -> u64 {
+    let mut probe = open(addr, &user.token).await.unwrap();
+    let hello = next(&mut probe).await;
+    let _ = probe.close(None).await;
+    hello["data"]["connections"].as_u64().unwrap_or(0)
+}
+
+#[actix_web::test]
+async fn a_client_that_stops_reading_is_closed() {
+    let db = steward_store::testing::TestDb::sqlite()
+        .await
+        .unwrap_or_else(|e| panic!("sqlite: {e}"));
+    let app = TestApp::on(db, &[]).await;
+    let addr = serve(&app).await;
+    let (t, analyst, viewer) = users(&app).await;
+    // A client with a small receive buffer that reads the handshake and its hello, then
+    // nothing more.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let stream = socket.connect(addr.parse().unwrap()).await.unwrap();
+    let (mut stalled, _) = tokio_tungstenite::client_async(
+        format!("ws://{addr}/api/v1/ws?token={}", viewer.token),
+        tokio_tungstenite::MaybeTlsStream::Plain(stream),
+    )
+    .await
+    .unwrap();
+    assert_eq!(next(&mut stalled).await["event"], "system.status");
+    assert_eq!(connections_seen(&addr, &analyst).await, 2);
+
+    // Far more than the socket buffers, the server's body buffer and the session's channel
+    // hold: the server's writes to the stalled client soon wait.
+    let tenant: steward_core::TenantId = t.id.parse().unwrap();
+    let blob = "x".repeat(100_000);
+    for i in 0..120 {
+        steward_core::event::publish(
+            &app.state.bus,
+            steward_core::Event::new(
+                "audit.created",
+                tenant,
+                steward_core::Severity::Info,
+                json!({"n": i, "resource": blob}),
+            ),
+        );
+        tokio::task::yield_now().await;
+    }
+
+    // Within the write limit (5 s) and the close frame's own limit (5 s), the server gives up
+    // on the client: only the probe's own connection is left.
+    let mut left = u64::MAX;
+    for _ in 0..30 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        left = connections_seen(&addr, &analyst).await;
+        if left == 1 {
+            break;
+        }
+    }
+    assert_eq!(
+        left, 1,
+        "the stalled client's connection is still registered"
+    );
+    drop(stalled);
+}

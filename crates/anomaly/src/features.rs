@@ -54,6 +54,11 @@ pub const DENSE: usize = 29;
 pub const BAG: usize = 128;
 /// Trigram table size of the history's character model.
 const TRIGRAMS: usize = 1 << 16;
+/// Most categories (actions, keys, values, tokens… as salted hashes) a model keeps: about
+/// 4 MB serialised whatever the history holds (see `Vocab::bound`).
+pub const MAX_CATEGORIES: usize = 1 << 17;
+/// Most numeric keys a model keeps statistics of.
+pub const MAX_NUMERIC_KEYS: usize = 1 << 14;
 /// Recent events over which the agent's rate is scanned (windows of 1, 2, 4, … of them).
 pub const WINDOW: usize = 64;
 /// A history spanning less than this many seconds says nothing about the hour of day: the
@@ -706,6 +711,40 @@ mod tests {
         let mut again = [0f32; DENSE];
         back.featurize(&attack, &mut back.window(), &mut again, None);
         assert_eq!(again[..26], bad[..26]);
+    }
+
+    #[test]
+    fn a_history_of_ever_new_keys_makes_a_bounded_vocabulary() {
+        // 40 events of 5,000 keys and numbers never seen twice: far more categories and
+        // numeric keys than a model keeps.
+        let h: Vec<Value> = (0..40)
+            .map(|i| {
+                let input: serde_json::Map<String, Value> = (0..5_000)
+                    .flat_map(|k| {
+                        [
+                            (format!("k{i}_{k}"), json!(format!("v{i}_{k}"))),
+                            (format!("n{i}_{k}"), json!(k)),
+                        ]
+                    })
+                    .collect();
+                json!({"agent_id": "a1", "action": "write", "resource": "/db/x", "input": input})
+            })
+            .collect();
+        let refs: Vec<&Value> = h.iter().collect();
+        let v = Vocab::build::<()>(&refs, |_| Ok(())).unwrap();
+        assert_eq!(v.counts.len(), MAX_CATEGORIES);
+        assert_eq!(v.numbers.len(), MAX_NUMERIC_KEYS);
+        // What every event shares is among what is kept.
+        let act = fnv(FNV, b"write");
+        assert_eq!(v.count(mix(act, kind::ACTION)), 40.0);
+        let bytes = serde_json::to_vec(&v).unwrap();
+        assert!(bytes.len() < 8 << 20, "{} bytes", bytes.len());
+        // An ordinary history keeps everything.
+        let h = history();
+        let refs: Vec<&Value> = h.iter().collect();
+        let small = Vocab::build::<()>(&refs, |_| Ok(())).unwrap();
+        assert!(small.counts.len() < MAX_CATEGORIES);
+        assert!(small.counts.values().all(|c| *c >= 1));
     }
 
     fn plain(agent: &str) -> Value {

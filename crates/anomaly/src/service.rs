@@ -248,7 +248,7 @@ impl Detector {
         if samples < self.config.min_training_samples {
             return Err(Error::unprocessable(
                 ErrorKind::InsufficientSamples,
-                "sample_count",
+                "samples",
                 format!(
                     "{samples} samples; training needs at least {}",
                     self.config.min_training_samples

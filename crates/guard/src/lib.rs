@@ -37,6 +37,28 @@ pub fn builtin_corpus() -> Vec<(String, bool)> {
     parse_corpus(include_str!("../../../fixtures/guard/corpus.jsonl"))
 }
 
+/// The built-in corpus with a calibration group per prompt: the rounds of writers who never
+/// saw the guard (category `… (benign-train-N)` / `… (attacks-train-N)`) fall into groups 1–4
+/// by `N`, everything else into group 0, so that a tenant model's calibration scores prompts
+/// of writers its fit has not seen (ADR 0017).
+pub fn builtin_corpus_grouped() -> Vec<(String, bool, u32)> {
+    include_str!("../../../fixtures/guard/corpus.jsonl")
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| {
+            let category = v.get("category").and_then(|c| c.as_str()).unwrap_or("");
+            let round = category
+                .rsplit_once("-train-")
+                .and_then(|(_, n)| n.trim_end_matches(')').trim().parse::<u32>().ok());
+            Some((
+                v.get("text")?.as_str()?.to_owned(),
+                v.get("label")?.as_i64()? == 1,
+                round.map_or(0, |n| 1 + n % 4),
+            ))
+        })
+        .collect()
+}
+
 /// Labelled prompts of a JSON-lines corpus (`{text, label}` per line, label 1 = attack);
 /// lines that are not such an object are skipped.
 pub fn parse_corpus(jsonl: &str) -> Vec<(String, bool)> {

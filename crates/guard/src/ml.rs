@@ -390,6 +390,34 @@ fn fit(
     Ok((w, b))
 }
 
+/// A tenant's training set: the built-in `corpus` (`(text, is_attack, group)`, see
+/// [`crate::builtin_corpus_grouped`]) followed by the tenant's samples (one group of their
+/// own), each repeated so that the tenant's part weighs about a tenth of the corpus (1 to 20
+/// copies). Training on the corpus too keeps both labels present whatever the tenant's
+/// samples are (contract 15.3: the supervised model needs both) and keeps what the built-in
+/// model knows: a tenant whose samples are all detections (every `guard.blocked` entry counts
+/// as an attack) must not get a model that blocks everything. The copies of a sample share
+/// its group, so the calibration never scores a sample with a model that saw it.
+pub fn with_builtin_corpus(
+    tenant: &[(String, bool)],
+    corpus: Vec<(String, bool, u32)>,
+) -> (Vec<(String, bool)>, Vec<u32>) {
+    let copies = if tenant.is_empty() {
+        0
+    } else {
+        (corpus.len() / (10 * tenant.len())).clamp(1, 20)
+    };
+    let own = corpus.iter().map(|c| c.2).max().map_or(0, |g| g + 1);
+    let mut groups: Vec<u32> = corpus.iter().map(|c| c.2).collect();
+    let mut all: Vec<(String, bool)> = corpus.into_iter().map(|(t, y, _)| (t, y)).collect();
+    all.reserve(tenant.len() * copies);
+    for _ in 0..copies {
+        all.extend(tenant.iter().cloned());
+        groups.extend(std::iter::repeat_n(own, tenant.len()));
+    }
+    (all, groups)
+}
+
 /// The logistic regression over hashed features.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct MlModel {

@@ -147,6 +147,14 @@ impl SearchIndex {
             .unwrap_or_else(|p| p.into_inner())
             .remove(&tenant);
     }
+
+    /// Drops every tenant's index (notices of other instances may have been missed).
+    pub fn invalidate_all(&self) {
+        self.tenants
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+    }
 }
 
 #[cfg(test)]

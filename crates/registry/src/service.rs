@@ -342,29 +342,47 @@ impl Registry {
     pub async fn listen_for_changes(self) {
         loop {
             match self.bus.subscribe(CHANGES_CHANNEL).await {
-                Ok(mut rx) => loop {
-                    match rx.recv().await {
-                        Ok(msg) => {
-                            let text = String::from_utf8_lossy(&msg);
-                            let (tenant, origin) = text.split_once(' ').unwrap_or((&text, ""));
-                            if origin == steward_store::schedule::instance_id() {
-                                continue;
+                Ok(mut rx) => {
+                    // Notices may have been missed while not subscribed.
+                    self.drop_indexes(None);
+                    loop {
+                        match rx.recv().await {
+                            Ok(msg) => {
+                                let text = String::from_utf8_lossy(&msg);
+                                let (tenant, origin) = text.split_once(' ').unwrap_or((&text, ""));
+                                if origin == steward_store::schedule::instance_id() {
+                                    continue;
+                                }
+                                if let Ok(t) = tenant.parse() {
+                                    self.drop_indexes(Some(t));
+                                }
                             }
-                            if let Ok(t) = tenant.parse() {
-                                self.index.invalidate(t);
-                                self.type_sums
-                                    .write()
-                                    .unwrap_or_else(|e| e.into_inner())
-                                    .remove(&t);
+                            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                                self.drop_indexes(None)
                             }
+                            Err(_) => break,
                         }
-                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                        Err(_) => break,
                     }
-                },
+                }
                 Err(e) => tracing::warn!(error = %e, "cannot subscribe to registry changes"),
             }
+            self.drop_indexes(None);
             tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+
+    /// Drops the search index and type sums of one tenant, or of all.
+    fn drop_indexes(&self, tenant: Option<TenantId>) {
+        let mut sums = self.type_sums.write().unwrap_or_else(|e| e.into_inner());
+        match tenant {
+            Some(t) => {
+                self.index.invalidate(t);
+                sums.remove(&t);
+            }
+            None => {
+                self.index.invalidate_all();
+                sums.clear();
+            }
         }
     }
 

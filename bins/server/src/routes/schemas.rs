@@ -376,7 +376,33 @@ pub struct GuardFeedback {
 #[derive(ToSchema)]
 pub struct ChatMessage {
     role: String,
+    #[schema(schema_with = chat_content)]
     content: String,
+}
+
+/// A message's `content`: a string, or OpenAI-style content parts whose `text` members the
+/// guard reads (parts without text, such as images, carry nothing to judge). Any other type,
+/// anywhere in it, is a 422 naming it.
+fn chat_content() -> utoipa::openapi::schema::Schema {
+    use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, OneOfBuilder, Schema, Type};
+    let part = ObjectBuilder::new()
+        .schema_type(Type::Object)
+        .property("type", ObjectBuilder::new().schema_type(Type::String))
+        .property("text", ObjectBuilder::new().schema_type(Type::String));
+    let one_of = OneOfBuilder::new()
+        .item(ObjectBuilder::new().schema_type(Type::String))
+        .item(
+            ArrayBuilder::new().items(
+                OneOfBuilder::new()
+                    .item(ObjectBuilder::new().schema_type(Type::String))
+                    .item(part),
+            ),
+        )
+        .description(Some(
+            "A string, or content parts (`[{\"type\": \"text\", \"text\": \"…\"}]`) whose texts are joined.",
+        ))
+        .build();
+    Schema::OneOf(one_of)
 }
 
 /// The guarded gateway's body: the prompt is `prompt`, `message`, `input` or the

@@ -8,7 +8,7 @@ use super::text::{
 };
 use super::{
     parts, path_hash, prefix_hash, HistoryFeatures, Vocab, Window, BAG, DENSE, HOURS_SPAN_SECONDS,
-    META, TRIGRAMS, WINDOW,
+    MAX_CATEGORIES, MAX_NUMERIC_KEYS, META, TRIGRAMS, WINDOW,
 };
 
 /// Seconds between the earliest and the latest `timestamp` (RFC 3339) of the events; 0 when
@@ -108,7 +108,28 @@ impl Vocab {
             .rev()
             .map(|e| Self::window_keys(e))
             .collect();
+        v.bound();
         Ok(v)
+    }
+
+    /// Keeps the [`MAX_CATEGORIES`] most frequent categories and the [`MAX_NUMERIC_KEYS`]
+    /// most frequent numeric keys (ties by hash, so the result does not depend on the map's
+    /// order). A history whose events carry ever new keys or values (ids, random strings)
+    /// would otherwise make a model as large as the history; what is left out counts as
+    /// unseen, which for a category seen once changes its rarity by `ln 2` at most.
+    fn bound(&mut self) {
+        if self.counts.len() > MAX_CATEGORIES {
+            let mut all: Vec<(u64, u32)> = self.counts.drain().collect();
+            all.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+            all.truncate(MAX_CATEGORIES);
+            self.counts = all.into_iter().collect();
+        }
+        if self.numbers.len() > MAX_NUMERIC_KEYS {
+            let mut all: Vec<_> = self.numbers.drain().collect();
+            all.sort_unstable_by(|a, b| b.1.n.total_cmp(&a.1.n).then(a.0.cmp(&b.0)));
+            all.truncate(MAX_NUMERIC_KEYS);
+            self.numbers = all.into_iter().collect();
+        }
     }
 
     fn count_text(&mut self, s: &str) {

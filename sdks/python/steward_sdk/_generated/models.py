@@ -175,9 +175,14 @@ class ChangePassword(_Model):
     new_password: str = Field(description="Must satisfy the password policy (length, character classes).")
 
 
+class ChatMessageContentItem(_Model):
+    text: Optional[str] = None
+    type: Optional[str] = None
+
+
 class ChatMessage(_Model):
     """A chat message of the guarded gateway."""
-    content: str
+    content: Union[str, list[Union[str, ChatMessageContentItem]]] = Field(description="A string, or content parts (`[{\"type\": \"text\", \"text\": \"\u2026\"}]`) whose texts are joined.")
     role: str
 
 
@@ -900,7 +905,7 @@ class WebhookEvent(_Model):
 
 
 
-for _cls in (AgentDetails, AgentSearchHit, AgentView, AnomalyFeedback, AnomalyReport, AnomalyStatus, AnomalyView, ApiKeyView, AuditEntry, AuditLog, BatchResult, Candidate, ChangePassword, ChatMessage, CheckResponse, Checks, ClusterRequest, ConfirmCandidate, Confirmed, CreateApiKey, CreatePolicy, CreateTenant, CreateUser, CreatedTenant, DashboardStats, DayActivity, DetectorMetrics, DetectorStatus, DiscoveryBatch, DiscoveryEvent, EmbeddingSummary, ExportJob, ExportRequest, Feedback, GatewayAllowed, GatewayRequest, GuardDetectors, GuardFeedback, GuardFeedbackCreated, GuardHealth, GuardResult, GuardStats, GuardThresholds, GuardValidate, GuardWeights, Health, Heartbeat, HitlApproval, HitlRejection, HitlRequest, HitlRequestBody, IntegrationStatus, Login, LoginResponse, LoginUser, Page, PageAgentSearchHit, PageAgentView, PageApiKeyView, PageAuditEntry, PageCandidate, PageHitlRequest, PagePolicyView, PageReport, PageTemplate, PageTenantView, PageUserView, PageVersionView, PatternCount, PlatformStatus, PolicyCheck, PolicyView, Problem, ProblemField, ProviderView, Readiness, RegisterAgent, Report, ResetPassword, RiskView, RootInfo, Services, SetRole, SiemStatus, SiemTestResult, SsoExchange, SsoProviders, Stats, StatusTenant, Task, Template, TenantView, UpdateAgent, UpdateMe, UpdatePolicy, UpdateUser, UserView, Verification, VersionView, WebhookAccepted, WebhookAction, WebhookEvent):
+for _cls in (AgentDetails, AgentSearchHit, AgentView, AnomalyFeedback, AnomalyReport, AnomalyStatus, AnomalyView, ApiKeyView, AuditEntry, AuditLog, BatchResult, Candidate, ChangePassword, ChatMessageContentItem, ChatMessage, CheckResponse, Checks, ClusterRequest, ConfirmCandidate, Confirmed, CreateApiKey, CreatePolicy, CreateTenant, CreateUser, CreatedTenant, DashboardStats, DayActivity, DetectorMetrics, DetectorStatus, DiscoveryBatch, DiscoveryEvent, EmbeddingSummary, ExportJob, ExportRequest, Feedback, GatewayAllowed, GatewayRequest, GuardDetectors, GuardFeedback, GuardFeedbackCreated, GuardHealth, GuardResult, GuardStats, GuardThresholds, GuardValidate, GuardWeights, Health, Heartbeat, HitlApproval, HitlRejection, HitlRequest, HitlRequestBody, IntegrationStatus, Login, LoginResponse, LoginUser, Page, PageAgentSearchHit, PageAgentView, PageApiKeyView, PageAuditEntry, PageCandidate, PageHitlRequest, PagePolicyView, PageReport, PageTemplate, PageTenantView, PageUserView, PageVersionView, PatternCount, PlatformStatus, PolicyCheck, PolicyView, Problem, ProblemField, ProviderView, Readiness, RegisterAgent, Report, ResetPassword, RiskView, RootInfo, Services, SetRole, SiemStatus, SiemTestResult, SsoExchange, SsoProviders, Stats, StatusTenant, Task, Template, TenantView, UpdateAgent, UpdateMe, UpdatePolicy, UpdateUser, UserView, Verification, VersionView, WebhookAccepted, WebhookAction, WebhookEvent):
     _cls.model_rebuild()
 
 __all__ = [
@@ -918,6 +923,7 @@ __all__ = [
     "Candidate",
     "ChangePassword",
     "ChatMessage",
+    "ChatMessageContentItem",
     "CheckResponse",
     "Checks",
     "ClusterRequest",

@@ -172,7 +172,11 @@ export interface ChangePassword {
 
 /** A chat message of the guarded gateway. */
 export interface ChatMessage {
-  content: string;
+  /** A string, or content parts (`[{"type": "text", "text": "…"}]`) whose texts are joined. */
+  content: string | Array<string | {
+    text?: string;
+    type?: string;
+  }>;
   role: string;
 }
 

@@ -43,6 +43,11 @@ export async function api(method, path, body, { raw = false } = {}) {
   if (!res.ok) {
     let problem = null;
     try { problem = await res.json(); } catch { /* not JSON */ }
+    // A blocked account is signed out as an expired one is: its token will never work again.
+    if (res.status === 403 && s && problem && problem.code === 'user_blocked') {
+      session.clear();
+      window.dispatchEvent(new Event('steward:signed-out'));
+    }
     throw new ApiError(res.status, problem);
   }
   if (raw) return res;

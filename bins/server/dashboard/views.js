@@ -13,6 +13,12 @@ function errorBox() { return h('div.error', { hidden: true, role: 'alert' }); }
 
 function json(v) { return h('pre', JSON.stringify(v, null, 2)); }
 
+// A name as one line of plain text for the browser's own dialogs: control and bidirectional
+// formatting characters could otherwise rewrite the dialog's wording.
+function oneLine(text) {
+  return String(text).replace(/[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]/g, ' ').slice(0, 200);
+}
+
 function parseJson(text, name) {
   if (!text.trim()) return {};
   try { return JSON.parse(text); } catch (e) { throw new Error(`${name} is not valid JSON: ${e.message}`); }
@@ -101,7 +107,7 @@ async function agentDetails(view, id) {
     if (a.status === 'suspended') actions.append(h('button', { type: 'button', 'data-action': 'resume', on: { click: () => act(() => post(`/agents/${id}/resume`)) } }, 'Resume'));
     else actions.append(h('button', { type: 'button', 'data-action': 'suspend', on: { click: () => act(() => post(`/agents/${id}/suspend`)) } }, 'Suspend'));
     actions.append(h('button.danger', { type: 'button', 'data-action': 'delete', on: { click: async () => {
-      if (!confirm(`Delete agent ${a.name}?`)) return;
+      if (!confirm(`Delete agent ${oneLine(a.name)}?`)) return;
       try { await del(`/agents/${id}`); location.hash = '#/agents'; } catch (e) { showError(err, e); }
     } } }, 'Delete'));
   }
@@ -199,7 +205,7 @@ async function policyView(view, id) {
   if (editable) {
     buttons.append(h('button.primary', { type: 'submit', 'data-action': 'save' }, isNew ? 'Create' : 'Save'));
     if (!isNew) buttons.append(h('button.danger', { type: 'button', 'data-action': 'delete', on: { click: async () => {
-      if (!confirm(`Delete policy ${p.name}?`)) return;
+      if (!confirm(`Delete policy ${oneLine(p.name)}?`)) return;
       try { await del(`/policies/${id}`); location.hash = '#/policies'; } catch (e) { showError(err, e); }
     } } }, 'Delete'));
     buttons.append(saved);

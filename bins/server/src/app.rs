@@ -30,6 +30,7 @@ pub fn build_app(
         .default_service(web::to(not_found))
         .wrap(from_fn(crate::body_limit::body_limit))
         .wrap(from_fn(request_context))
+        .wrap(from_fn(crate::middleware::head_as_get))
 }
 
 async fn not_found(req: HttpRequest) -> Result<actix_web::HttpResponse, ApiError> {

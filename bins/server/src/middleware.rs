@@ -203,3 +203,23 @@ fn normalize(res: ServiceResponse<BoxBody>, method: &str, path: &str) -> Service
     }
     ServiceResponse::new(req, new)
 }
+
+/// `HEAD` on any route that answers `GET` (RFC 9110 §9.3.2: a server that answers `GET`
+/// answers `HEAD`): the request is routed as `GET` and answered with the same status and
+/// headers and no body. Health checkers and proxies that probe with `HEAD` then see the same
+/// answer as a `GET`, not 405.
+pub async fn head_as_get(
+    mut req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
+    let head = req.method() == actix_web::http::Method::HEAD;
+    if head {
+        req.head_mut().method = actix_web::http::Method::GET;
+    }
+    let res = next.call(req).await?;
+    Ok(if head {
+        res.map_body(|_, _| BoxBody::new(()))
+    } else {
+        res.map_into_boxed_body()
+    })
+}

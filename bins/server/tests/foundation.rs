@@ -57,6 +57,39 @@ app_test!(health_root_and_docs, |app| {
         "{}",
         spec["paths"]
     );
+
+    // HEAD answers as GET does, without a body (RFC 9110 §9.3.2): health checkers probe so.
+    for path in [
+        "/health",
+        "/api/v1/health/ready",
+        "/openapi.json",
+        "/dashboard",
+    ] {
+        let get = app.get(path).await;
+        let head = app
+            .send(
+                TestRequest::default()
+                    .method(actix_web::http::Method::HEAD)
+                    .uri(path),
+            )
+            .await;
+        assert_eq!(head.status, get.status, "{path}");
+        assert_eq!(
+            head.header("content-type"),
+            get.header("content-type"),
+            "{path}"
+        );
+        assert!(head.body.is_empty(), "{path}");
+    }
+    // A path that answers only to POST still answers 405 to HEAD.
+    let r = app
+        .send(
+            TestRequest::default()
+                .method(actix_web::http::Method::HEAD)
+                .uri("/api/v1/auth/login"),
+        )
+        .await;
+    assert_eq!(r.status, 405);
 });
 
 app_test!(readiness_all_ok, |app| {

@@ -246,7 +246,9 @@ async fn a_logged_out_credential_loses_its_connection() {
 /// The tenant's connection count as a new connection of `user` sees it (that connection
 /// included), then closes that connection.
 async fn connections_seen(addr: &str, user: &User) -> u64 {
-    let mut probe = open(addr, &user.token).await.unwrap();
+    let mut probe = open(addr, &user.token)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     let hello = next(&mut probe).await;
     let _ = probe.close(None).await;
     hello["data"]["connections"].as_u64().unwrap_or(0)

@@ -43,6 +43,18 @@ pub async fn body_limit(
             s.settings.request_body_timeout_seconds,
         )
     });
+    // No route answers CONNECT, and actix-http reads a CONNECT request's stream as its body:
+    // it would be held until the body time-out. Refused at once, the connection closed.
+    if req.method() == actix_web::http::Method::CONNECT {
+        let mut res = problem_response(
+            steward_core::ErrorKind::MethodNotAllowed,
+            "CONNECT is not supported",
+            &[],
+        );
+        res.head_mut()
+            .set_connection_type(actix_web::http::ConnectionType::Close);
+        return Ok(req.into_response(res));
+    }
     if let (Some((limit, timeout)), false) = (settings, websocket_handshake(&req)) {
         let payload = std::mem::replace(req.parts_mut().1, actix_web::dev::Payload::None);
         // A request without a body (no length, not chunked) has no payload to read.

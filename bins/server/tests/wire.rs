@@ -284,3 +284,24 @@ fn admins_demoting_each_other_at_once_leave_one_admin() {
         }
     }
 }
+
+#[test]
+fn a_connect_request_is_refused_at_once() {
+    let s = server(&[("REQUEST_BODY_TIMEOUT_SECONDS", "10")]);
+    let started = Instant::now();
+    let (status, head, body) = raw(
+        s.port,
+        b"CONNECT /api/v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+        Duration::ZERO,
+        b"",
+    )
+    .unwrap_or_else(|| panic!("no answer"));
+    assert_eq!(status, 405, "{head}\n{body}");
+    assert_eq!(problem_code(&body), "method_not_allowed");
+    // Not held until the body time-out.
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}

@@ -178,8 +178,9 @@ pub struct Heartbeat {
 #[derive(ToSchema)]
 #[schema(example = json!({"name": "deny-deletes", "description": "No agent deletes data", "rego": "package steward.custom.deny_deletes\n\ndeny contains msg if {\n  input.action == \"delete_data\"\n  msg := \"deletes are not allowed\"\n}\n", "is_active": true, "priority": 10}))]
 pub struct CreatePolicy {
-    #[schema(min_length = 1)]
+    #[schema(min_length = 1, max_length = 100)]
     name: String,
+    #[schema(max_length = 10000)]
     description: Option<String>,
     /// One of the templates of `GET /policies/templates`.
     template: Option<String>,
@@ -193,8 +194,9 @@ pub struct CreatePolicy {
 #[derive(ToSchema)]
 #[schema(example = json!({"description": "Deny deletes", "is_active": true, "priority": 10}))]
 pub struct UpdatePolicy {
-    #[schema(min_length = 1)]
+    #[schema(min_length = 1, max_length = 100)]
     name: Option<String>,
+    #[schema(max_length = 10000)]
     description: Option<String>,
     template: Option<String>,
     #[schema(min_length = 1)]

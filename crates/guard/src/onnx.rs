@@ -2,7 +2,7 @@
 //! `GUARD_MODEL_PATH`). Two interfaces (docs/guard.md, "ONNX backend"):
 //!
 //! - (a) an artifact that reads the detector's own feature vector — the hashed n-grams of
-//!   [`crate::ml::features`], `float [1, DIM]` (DIM = 2^17), L2-normalised — and gives the
+//!   [`crate::ml::features`], `float [1, DIM]` (DIM = 2^19), L2-normalised — and gives the
 //!   attack probability, as `float [1, 2]` class probabilities (a classifier exported
 //!   without ZipMap, column 1 = attack) or one value ([`OnnxGuardModel`]);
 //! - (b) a transformer classifier as Hugging Face exports it — `input_ids`,

@@ -163,6 +163,11 @@ fn gateway_prompt(body: &Value) -> Result<Option<String>> {
 /// Whether a text holds nothing to judge: only white space and characters the guard's
 /// normalisation removes.
 fn blank(text: &str) -> bool {
+    // An ASCII letter or digit survives every normalisation step: most prompts stop here,
+    // before the full normalisation (which the evaluation runs anyway).
+    if text.bytes().any(|b| b.is_ascii_alphanumeric()) {
+        return false;
+    }
     text.chars().all(char::is_whitespace) || crate::normalize::canonical(text).trim().is_empty()
 }
 

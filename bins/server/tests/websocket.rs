@@ -28,6 +28,16 @@ async fn serve(app: &TestApp) -> String {
     format!("127.0.0.1:{}", addr.port())
 }
 
+/// An app on a fresh SQLite database with `env`, served on a free loopback port.
+async fn served(env: &[(&str, &str)]) -> (TestApp, String) {
+    let db = steward_store::testing::TestDb::sqlite()
+        .await
+        .unwrap_or_else(|e| panic!("sqlite: {e}"));
+    let app = TestApp::on(db, env).await;
+    let addr = serve(&app).await;
+    (app, addr)
+}
+
 async fn open(addr: &str, token: &str) -> Result<Socket, tungstenite::Error> {
     tokio_tungstenite::connect_async(format!("ws://{addr}/api/v1/ws?token={token}"))
         .await
@@ -76,11 +86,7 @@ async fn users(app: &TestApp) -> (common::Tenant, User, User) {
 
 #[actix_web::test]
 async fn websocket_channel() {
-    let db = steward_store::testing::TestDb::sqlite()
-        .await
-        .unwrap_or_else(|e| panic!("sqlite: {e}"));
-    let app = TestApp::on(db, &[]).await;
-    let addr = serve(&app).await;
+    let (app, addr) = served(&[]).await;
     let (t, analyst, viewer) = users(&app).await;
     let (other, outsider, _) = users(&app).await;
 
@@ -211,11 +217,7 @@ async fn closed_within(s: &mut Socket, secs: u64) -> tungstenite::protocol::Clos
 
 #[actix_web::test]
 async fn a_logged_out_credential_loses_its_connection() {
-    let db = steward_store::testing::TestDb::sqlite()
-        .await
-        .unwrap_or_else(|e| panic!("sqlite: {e}"));
-    let app = TestApp::on(db, &[("WS_PING_INTERVAL_SECONDS", "1")]).await;
-    let addr = serve(&app).await;
+    let (app, addr) = served(&[("WS_PING_INTERVAL_SECONDS", "1")]).await;
     let (_, analyst, viewer) = users(&app).await;
     let mut leaving = open(&addr, &viewer.token).await.unwrap();
     let mut staying = open(&addr, &analyst.token).await.unwrap();
@@ -256,11 +258,7 @@ async fn connections_seen(addr: &str, user: &User) -> u64 {
 
 #[actix_web::test]
 async fn a_client_that_stops_reading_is_closed() {
-    let db = steward_store::testing::TestDb::sqlite()
-        .await
-        .unwrap_or_else(|e| panic!("sqlite: {e}"));
-    let app = TestApp::on(db, &[]).await;
-    let addr = serve(&app).await;
+    let (app, addr) = served(&[]).await;
     let (t, analyst, viewer) = users(&app).await;
     // A client with a small receive buffer that reads the handshake and its hello, then
     // nothing more.

@@ -61,6 +61,40 @@ impl EventBus for MemoryBus {
     }
 }
 
+/// Follows `channel` until the task is aborted: `on_message` for each message, `on_gap`
+/// whenever messages may have been missed (on every subscription, since nothing published
+/// while unsubscribed arrives; when the receiver lags; when the subscription is lost, as a
+/// Redis bus closes its subscribers on a lost connection). A failed subscription is tried
+/// again every second. The listeners of invalidation notices (credentials, policies, agents,
+/// search indexes) all run on it.
+pub async fn follow(
+    bus: std::sync::Arc<dyn EventBus>,
+    channel: &str,
+    mut on_message: impl FnMut(&[u8]) + Send,
+    on_gap: impl Fn() + Send,
+) {
+    loop {
+        match bus.subscribe(channel).await {
+            Ok(mut rx) => {
+                on_gap();
+                loop {
+                    match rx.recv().await {
+                        Ok(msg) => on_message(&msg),
+                        Err(broadcast::error::RecvError::Lagged(missed)) => {
+                            tracing::warn!(channel, missed, "bus messages lost");
+                            on_gap();
+                        }
+                        Err(broadcast::error::RecvError::Closed) => break,
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(channel, error = %e, "cannot subscribe"),
+        }
+        on_gap();
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
+}
+
 /// The behaviour every `EventBus` implementation must show.
 pub mod conformance {
     use std::time::Duration;

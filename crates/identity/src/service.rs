@@ -142,26 +142,13 @@ impl Identity {
     /// Forgets resolved keys on other instances' credential change notices; runs until the
     /// task is aborted. Spawn it once per instance.
     pub async fn listen_for_changes(self) {
-        loop {
-            match self.bus.subscribe(CREDENTIAL_CHANGES_CHANNEL).await {
-                Ok(mut rx) => {
-                    // Notices may have been missed while not subscribed.
-                    self.resolved.clear();
-                    loop {
-                        match rx.recv().await {
-                            Ok(_) => self.resolved.clear(),
-                            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                                self.resolved.clear()
-                            }
-                            Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
-                        }
-                    }
-                }
-                Err(e) => tracing::warn!(error = %e, "cannot subscribe to credential changes"),
-            }
-            self.resolved.clear();
-            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-        }
+        steward_core::bus::follow(
+            self.bus.clone(),
+            CREDENTIAL_CHANGES_CHANNEL,
+            |_| self.resolved.clear(),
+            || self.resolved.clear(),
+        )
+        .await
     }
 
     /// Writes the audit entry of an identity operation and publishes it as an event.

@@ -5,7 +5,6 @@
 //! (409), as contract 3.2 orders them.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use diesel::prelude::*;
 use diesel_async::{AsyncConnection, RunQueryDsl};
@@ -21,7 +20,6 @@ use steward_core::{
 };
 use steward_store::schema::policies;
 use steward_store::{with_conn, DbPool, DbResultExt, Id, Ts};
-use tokio::sync::broadcast::error::RecvError;
 
 use crate::agents::{AgentInfo, AgentLookup};
 use crate::approval::{ApprovalGate, PresentedApproval};
@@ -600,34 +598,19 @@ impl PolicyService {
     /// Listens for change notices of other instances and invalidates; runs until the task is
     /// aborted. Spawn it once at start-up: `tokio::spawn(service.clone().listen_for_changes())`.
     pub async fn listen_for_changes(self) {
-        loop {
-            match self.bus.subscribe(POLICY_CHANGES_CHANNEL).await {
-                Ok(mut rx) => {
-                    // Notices may have been missed while not subscribed.
-                    self.engine.invalidate_all();
-                    loop {
-                        match rx.recv().await {
-                            Ok(payload) => {
-                                match std::str::from_utf8(&payload)
-                                    .ok()
-                                    .and_then(|s| s.trim().parse::<TenantId>().ok())
-                                {
-                                    Some(tenant) => self.engine.invalidate(tenant),
-                                    None => tracing::warn!("malformed policy change notice"),
-                                }
-                            }
-                            Err(RecvError::Lagged(missed)) => {
-                                tracing::warn!(missed, "policy change notices lost; recompiling");
-                                self.engine.invalidate_all();
-                            }
-                            Err(RecvError::Closed) => break,
-                        }
-                    }
-                }
-                Err(e) => tracing::warn!(error = %e, "cannot subscribe to policy change notices"),
-            }
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
+        steward_core::bus::follow(
+            self.bus.clone(),
+            POLICY_CHANGES_CHANNEL,
+            |payload| match std::str::from_utf8(payload)
+                .ok()
+                .and_then(|s| s.trim().parse::<TenantId>().ok())
+            {
+                Some(tenant) => self.engine.invalidate(tenant),
+                None => tracing::warn!("malformed policy change notice"),
+            },
+            || self.engine.invalidate_all(),
+        )
+        .await
     }
 
     // ------------------------------------------------------------------ the check

@@ -340,35 +340,21 @@ impl Registry {
     /// Invalidates search indexes on other instances' notices (run once per instance; this
     /// instance's own notices are skipped, its index is already current).
     pub async fn listen_for_changes(self) {
-        loop {
-            match self.bus.subscribe(CHANGES_CHANNEL).await {
-                Ok(mut rx) => {
-                    // Notices may have been missed while not subscribed.
-                    self.drop_indexes(None);
-                    loop {
-                        match rx.recv().await {
-                            Ok(msg) => {
-                                let text = String::from_utf8_lossy(&msg);
-                                let (tenant, origin) = text.split_once(' ').unwrap_or((&text, ""));
-                                if origin == steward_store::schedule::instance_id() {
-                                    continue;
-                                }
-                                if let Ok(t) = tenant.parse() {
-                                    self.drop_indexes(Some(t));
-                                }
-                            }
-                            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                                self.drop_indexes(None)
-                            }
-                            Err(_) => break,
-                        }
+        steward_core::bus::follow(
+            self.bus.clone(),
+            CHANGES_CHANNEL,
+            |msg| {
+                let text = String::from_utf8_lossy(msg);
+                let (tenant, origin) = text.split_once(' ').unwrap_or((&text, ""));
+                if origin != steward_store::schedule::instance_id() {
+                    if let Ok(t) = tenant.parse() {
+                        self.drop_indexes(Some(t));
                     }
                 }
-                Err(e) => tracing::warn!(error = %e, "cannot subscribe to registry changes"),
-            }
-            self.drop_indexes(None);
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
+            },
+            || self.drop_indexes(None),
+        )
+        .await
     }
 
     /// Drops the search index and type sums of one tenant, or of all.
@@ -547,33 +533,21 @@ impl Registry {
 
     /// Drops cached agents on other instances' notices; runs until the task is aborted.
     pub async fn listen_for_agent_changes(self) {
-        loop {
-            match self.bus.subscribe(AGENT_CHANGES_CHANNEL).await {
-                Ok(mut rx) => {
-                    self.drop_cached(None);
-                    loop {
-                        match rx.recv().await {
-                            Ok(msg) => {
-                                let text = String::from_utf8_lossy(&msg);
-                                let parts: Vec<&str> = text.split(' ').collect();
-                                let which = match parts.as_slice() {
-                                    [t, a, _] => t.parse().ok().zip(a.parse().ok()),
-                                    _ => None,
-                                };
-                                self.drop_cached(which);
-                            }
-                            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                                self.drop_cached(None)
-                            }
-                            Err(_) => break,
-                        }
-                    }
-                }
-                Err(e) => tracing::warn!(error = %e, "cannot subscribe to agent changes"),
-            }
-            self.drop_cached(None);
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
+        steward_core::bus::follow(
+            self.bus.clone(),
+            AGENT_CHANGES_CHANNEL,
+            |msg| {
+                let text = String::from_utf8_lossy(msg);
+                let parts: Vec<&str> = text.split(' ').collect();
+                let which = match parts.as_slice() {
+                    [t, a, _] => t.parse().ok().zip(a.parse().ok()),
+                    _ => None,
+                };
+                self.drop_cached(which);
+            },
+            || self.drop_cached(None),
+        )
+        .await
     }
 
     /// The id of the tenant's agent named `name` (names are unique per tenant).

@@ -231,7 +231,7 @@ pub struct Row {
 }
 
 /// Attack classes (see fixtures/anomaly/README.md for the references).
-const CLASSES: [&str; 9] = [
+const CLASSES: [&str; 11] = [
     "sql_injection",
     "path_traversal",
     "markup_injection",
@@ -241,7 +241,30 @@ const CLASSES: [&str; 9] = [
     "abnormal_volume",
     "unusual_action",
     "request_burst",
+    "off_hours",
+    "enumeration",
 ];
+
+/// The hours (UTC, `start..end`) each agent works: shoppers' daytime, the order service,
+/// the support desk's office hours, the CRM sync's nightly batch, the login gateway.
+const HOURS: [(u32, u32); 5] = [(7, 24), (6, 23), (8, 18), (1, 5), (6, 24)];
+/// The agents whose off-hours requests are an attack class, with the hours they never work.
+const OFF_HOURS: [(usize, u32, u32); 3] = [(2, 0, 5), (3, 11, 17), (1, 0, 4)];
+
+/// Stamps an event with the time it happened, in `input.timestamp` (an imported log's own
+/// time: the audit entry's `timestamp` is the time of the import).
+fn stamp(rng: &mut ChaCha8Rng, ev: &mut Value, days: std::ops::Range<u32>, hours: (u32, u32)) {
+    let day = rng.gen_range(days);
+    let hour = rng.gen_range(hours.0..hours.1);
+    let t = format!(
+        "2026-10-{day:02}T{hour:02}:{:02}:{:02}Z",
+        rng.gen_range(0..60),
+        rng.gen_range(0..60)
+    );
+    if let Some(input) = ev.get_mut("input").and_then(Value::as_object_mut) {
+        input.insert("timestamp".into(), Value::String(t));
+    }
+}
 
 const AGENTS: [&str; 5] = [
     "storefront-api",
@@ -684,8 +707,11 @@ fn attack(rng: &mut ChaCha8Rng, class: &'static str, agent: usize) -> Value {
     ev
 }
 
-/// History (normal only) and held-out rows (normal plus `per_class` attacks of each class,
-/// mixed in time order; a burst is a run of one agent's ordinary-looking requests).
+/// History (normal only, 14 days) and held-out rows (normal plus `per_class` attacks of each
+/// class, mixed in time order, the two days after; a burst is a run of one agent's
+/// ordinary-looking requests; an off-hours request is an agent's ordinary request at an hour
+/// it never works; an enumeration is one agent walking ids one by one on its usual endpoint,
+/// mostly answered 404/403, between other agents' requests).
 pub fn generate(
     history: usize,
     normal_holdout: usize,
@@ -704,24 +730,26 @@ pub fn generate(
         }
         SHARE.len() - 1
     };
-    let make = |rng: &mut ChaCha8Rng, a: usize| {
+    let make = |rng: &mut ChaCha8Rng, a: usize, days: std::ops::Range<u32>| {
         let (action, resource, input, output, reasoning) = normal(rng, a);
+        let mut event = json!({"action": action, "resource": resource, "input": input, "output": output, "reasoning": reasoning});
+        stamp(rng, &mut event, days, HOURS[a]);
         Row {
             agent: a,
-            event: json!({"action": action, "resource": resource, "input": input, "output": output, "reasoning": reasoning}),
+            event,
             attack: None,
         }
     };
     let hist: Vec<Row> = (0..history)
         .map(|_| {
             let a = agent(&mut rng);
-            make(&mut rng, a)
+            make(&mut rng, a, 1..15)
         })
         .collect();
     let mut held: Vec<Row> = (0..normal_holdout)
         .map(|_| {
             let a = agent(&mut rng);
-            make(&mut rng, a)
+            make(&mut rng, a, 15..17)
         })
         .collect();
     for class in CLASSES {
@@ -731,7 +759,7 @@ pub fn generate(
                 let at = rng.gen_range(0..held.len());
                 let burst: Vec<Row> = (0..10)
                     .map(|_| {
-                        let mut r = make(&mut rng, 4);
+                        let mut r = make(&mut rng, 4, 15..17);
                         r.attack = Some(class);
                         r
                     })
@@ -740,9 +768,51 @@ pub fn generate(
             }
             continue;
         }
+        if class == "off_hours" {
+            for _ in 0..per_class {
+                let (a, from, to) = *pick(&mut rng, &OFF_HOURS);
+                let mut r = make(&mut rng, a, 15..17);
+                stamp(&mut rng, &mut r.event, 15..17, (from, to));
+                r.attack = Some(class);
+                let at = rng.gen_range(0..held.len());
+                held.insert(at, r);
+            }
+            continue;
+        }
+        if class == "enumeration" {
+            // Runs of 10 ids in a row, each request a few rows after the one before.
+            for _ in 0..per_class.div_ceil(10) {
+                let (a, first) = if rng.gen_bool(0.5) {
+                    (1, rng.gen_range(100_000..999_000))
+                } else {
+                    (2, rng.gen_range(10_000..99_000))
+                };
+                let mut at = rng.gen_range(0..held.len());
+                for k in 0..10 {
+                    let mut r = make(&mut rng, a, 15..17);
+                    let id = first + k;
+                    let status = *pick(&mut rng, &[404, 404, 404, 200]);
+                    r.event = if a == 1 {
+                        json!({"action": "GET", "resource": format!("/api/v1/orders/{id}"),
+                               "input": {}, "output": {"status": status, "latency_ms": (lognormal(&mut rng, 25.0, 0.35) * 10.0).round() / 10.0, "bytes": lognormal(&mut rng, 2_500.0, 0.4).round()},
+                               "reasoning": []})
+                    } else {
+                        json!({"action": "read_ticket", "resource": format!("support/tickets/{id}"),
+                               "input": {}, "output": {"status": status, "latency_ms": lognormal(&mut rng, 30.0, 0.3).round()},
+                               "reasoning": []})
+                    };
+                    stamp(&mut rng, &mut r.event, 15..17, HOURS[a]);
+                    r.attack = Some(class);
+                    held.insert(at.min(held.len()), r);
+                    at += 1 + rng.gen_range(0..4);
+                }
+            }
+            continue;
+        }
         for _ in 0..per_class {
             let a = agent(&mut rng);
-            let ev = attack(&mut rng, class, a);
+            let mut ev = attack(&mut rng, class, a);
+            stamp(&mut rng, &mut ev, 15..17, HOURS[a]);
             let at = rng.gen_range(0..held.len());
             held.insert(
                 at,

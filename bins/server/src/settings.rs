@@ -89,6 +89,7 @@ pub struct AnomalySettings {
     pub threshold: f64,
     pub contamination: f64,
     pub min_training_samples: u64,
+    pub training_max_bytes: usize,
 }
 
 #[derive(Clone, Debug)]
@@ -456,6 +457,11 @@ impl Settings {
             threshold: r.float("ANOMALY_THRESHOLD", 0.6, 0.0, 1.0),
             contamination: r.float("ANOMALY_CONTAMINATION", 0.1, 0.0001, 0.5),
             min_training_samples: r.positive("ANOMALY_MIN_TRAINING_SAMPLES", 50),
+            training_max_bytes: usize::try_from(r.positive(
+                "ANOMALY_TRAINING_MAX_BYTES",
+                steward_anomaly::service::MAX_TRAINING_BYTES as u64,
+            ))
+            .unwrap_or(usize::MAX),
         };
 
         let guard = GuardSettings {

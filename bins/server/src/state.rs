@@ -362,6 +362,7 @@ fn build_anomaly(
             min_training_samples: i64::try_from(a.min_training_samples).unwrap_or(i64::MAX),
             auto_retrain_events: a.auto_retrain_events,
             onnx_loaded: codec.onnx_loaded(),
+            training_max_bytes: a.training_max_bytes,
         },
     )
 }

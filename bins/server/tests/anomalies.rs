@@ -201,3 +201,47 @@ app_test!(
         ));
     }
 );
+
+app_test!(
+    training_reads_the_newest_entries_up_to_its_byte_budget,
+    &[
+        ("ANOMALY_MIN_TRAINING_SAMPLES", "10"),
+        ("ANOMALY_TRAINING_MAX_BYTES", "30000"),
+        ("ANOMALY_AUTO_RETRAIN_EVENTS", "0"),
+    ],
+    |app| {
+        let t = app.tenant("anomaly-budget").await;
+        let key = Cred::Key(t.key.clone());
+        let agent = app.agent(&t.key).await;
+        // 300 entries of about 500 bytes each: 150,000 bytes, five times the budget, over
+        // more than one page of the reading.
+        let note = "x".repeat(450);
+        for i in 0..300 {
+            let r = app
+                .call(
+                    "POST",
+                    "/api/v1/audit/log",
+                    &key,
+                    Some(json!({"agent_id": agent, "action": "read_data",
+                                "resource": format!("crm/contacts/{i}"), "input": {"note": note}})),
+                )
+                .await;
+            assert_eq!(r.status, 201, "{}", r.text());
+        }
+        let r = runner(&app);
+        let task = app
+            .call("POST", "/api/v1/anomalies/detector/train", &key, None)
+            .await;
+        assert_eq!(task.status, 202, "{}", task.text());
+        let out = r.run_once().await.unwrap();
+        assert!(matches!(out, Outcome::Completed { version: 1, .. }), "{out:?}");
+        let versions = app
+            .call("GET", "/api/v1/anomalies/detector/versions", &key, None)
+            .await
+            .json();
+        let history = versions["items"][0]["sample_count"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{versions}"));
+        assert!((40..=70).contains(&history), "{history} of 300 entries read");
+    }
+);

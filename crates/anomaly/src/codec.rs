@@ -21,7 +21,7 @@ use serde_json::{json, Value};
 use steward_core::{Error, Result};
 use steward_store::training::{StoredModel, TrainHandle, TrainedModel};
 
-use crate::features::{Vocab, Window, BAG, DENSE, FEATURE_VERSION};
+use crate::features::{Vocab, Window, WindowValues, BAG, DENSE, FEATURE_VERSION, WINDOWED};
 
 /// The feature definition recorded with each model (re-exported).
 pub const FEATURE_VERSION_OF: &str = FEATURE_VERSION;
@@ -38,7 +38,7 @@ pub const LIBRARY_VERSION: &str =
 
 /// Dense features where a value beyond the history's range means "more unusual", with the
 /// smallest scale of an excess (shares 0.05, rarities and surprises 0.5, counts 0.5).
-const TAIL: [(usize, f32); 21] = [
+const TAIL: [(usize, f32); 24] = [
     (0, 0.5),
     (1, 0.5),
     (2, 0.5),
@@ -60,14 +60,19 @@ const TAIL: [(usize, f32); 21] = [
     (26, 0.5),
     (27, 0.5),
     (28, 0.5),
+    (29, 1.0),
+    (30, 0.5),
+    (31, 0.5),
 ];
 
 /// Dense features the supervised model reads: the payload and history-rarity ones, not
 /// those an event's origin changes (hour, approval, reasoning, agent pairs), which differ
-/// between audit entries and report/feedback `event_data`. The agent window (26, 27) is read:
-/// a labelled event gets the values it was scored with ([`Seen`]), else the history's medians.
-const SUPERVISED_DENSE: [usize; 24] = [
-    0, 1, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 26, 27, 28,
+/// between audit entries and report/feedback `event_data`. The agent window ([`WINDOWED`]) is
+/// read: a labelled event gets the values it was scored with ([`Seen`]), else the history's
+/// medians.
+const SUPERVISED_DENSE: [usize; 26] = [
+    0, 1, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 26, 27, 28, 30,
+    31,
 ];
 /// Inputs of the supervised model: those features, the forest score, the bag.
 pub const SUPERVISED_INPUTS: usize = SUPERVISED_DENSE.len() + 1 + BAG;
@@ -213,8 +218,9 @@ impl Model {
                 "anomaly training needs at least one event that is not labelled an anomaly",
             ));
         }
-        let vocab = Vocab::build(&history, |p| progress(0.05 + 0.2 * p))?;
+        let mut vocab = Vocab::build(&history, |p| progress(0.05 + 0.2 * p))?;
         let (dense, _) = vocab.featurize_history(&history, false, |p| progress(0.25 + 0.3 * p))?;
+        vocab.seed_outcomes(&dense);
         let flat: Vec<f32> = dense.iter().flatten().copied().collect();
         let forest = IsolationForest::fit(
             &flat,
@@ -254,9 +260,9 @@ impl Model {
         let supervised = positives.len() >= MIN_POSITIVES;
         if supervised {
             // Window features of the labelled anomalies: the history's medians.
-            let mut window = [0f32; 2];
-            for (k, w) in window.iter_mut().enumerate() {
-                let mut col: Vec<f32> = dense.iter().map(|r| r[26 + k]).collect();
+            let mut window: WindowValues = [0f32; WINDOWED.len()];
+            for (w, j) in window.iter_mut().zip(WINDOWED) {
+                let mut col: Vec<f32> = dense.iter().map(|r| r[j]).collect();
                 col.sort_by(f32::total_cmp);
                 *w = col[col.len() / 2];
             }
@@ -278,8 +284,9 @@ impl Model {
                 let mut d = [0f32; DENSE];
                 let mut bag = [0f32; BAG];
                 model.vocab.featurize_loo(history[i], &mut d, &mut bag);
-                d[26] = dense[i][26];
-                d[27] = dense[i][27];
+                for j in WINDOWED {
+                    d[j] = dense[i][j];
+                }
                 x.extend(supervised_row(&d, scores[i], &bag));
                 y.push(false);
             }
@@ -291,8 +298,9 @@ impl Model {
                     Some(w) => model.vocab.featurize_with(e, w, &mut d, Some(&mut bag)),
                     None => {
                         model.vocab.featurize_detached(e, &mut d, &mut bag);
-                        d[26] = window[0];
-                        d[27] = window[1];
+                        for (j, w) in WINDOWED.iter().zip(window) {
+                            d[*j] = w;
+                        }
                     }
                 }
                 let row = supervised_row(&d, model.forest.score(&d), &bag);
@@ -433,15 +441,22 @@ impl Model {
         window: Option<&Mutex<Window>>,
         dense: &mut [f32; DENSE],
         bag: &mut [f32; BAG],
-    ) -> (f32, f32) {
+    ) -> WindowValues {
         let w = match window {
             Some(w) => self
                 .vocab
                 .observe(&mut w.lock().unwrap_or_else(|p| p.into_inner()), e),
-            None => (0.0, 0.0),
+            None => [0.0; WINDOWED.len()],
         };
         let bag = self.supervised.as_ref().map(|_| bag);
         self.vocab.featurize_with(e, w, dense, bag);
+        if let Some(window) = window {
+            Vocab::record_outcome(
+                &mut window.lock().unwrap_or_else(|p| p.into_inner()),
+                e,
+                dense,
+            );
+        }
         w
     }
 

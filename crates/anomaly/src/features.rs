@@ -17,12 +17,17 @@
 //! - numeric leaves: the largest deviation (in standard deviations of `ln(1+|v|)`) from the
 //!   history of the same key, the rarest (key, value) of small integers (status codes);
 //! - shape: leaf count, depth, rarity of the key set, share of keys the history never showed;
-//! - reasoning length, rarity of the hour of day, the approval flag;
+//! - reasoning length, rarity of the hour of day (over all events and for the agent), the
+//!   approval flag; the hour is the event's own time when its payload carries one (an
+//!   imported log), else its `timestamp`;
 //! - the agent's recent rate against its own typical share of the traffic: a scan over the
 //!   windows of the last 1, 2, 4, …, [`WINDOW`] events before this one, each scored by the
 //!   binomial log-likelihood ratio `n·KL(k/n ‖ p)` of the agent's `k` events in it against its
 //!   history share `p` (the largest), and the rarity of the action among the agent's last
-//!   [`AGENT_WINDOW`] actions — counted in events, so independent of the pace;
+//!   [`AGENT_WINDOW`] actions — counted in events, so independent of the pace; the run of
+//!   equal small steps between the ids of the agent's consecutive requests to one endpoint
+//!   (enumeration); the mean outcome rarity (status codes) of the agent's last
+//!   [`OUTCOME_WINDOW`] events;
 //! - the rarity of each string's shape (character classes and length) under its key, query
 //!   parameters of the resource and of form-encoded strings included (a letter in a numeric
 //!   field, a long value).
@@ -47,9 +52,19 @@ use text::{
 };
 
 /// The feature definition; a stored model built with another one is refused at load.
-pub const FEATURE_VERSION: &str = "steward-anomaly-features-7 (dense 29, bag 128)";
+pub const FEATURE_VERSION: &str = "steward-anomaly-features-8 (dense 32, bag 128)";
 /// Number of dense features.
-pub const DENSE: usize = 29;
+pub const DENSE: usize = 32;
+/// The dense features taken from the live window of recent events (not from the event
+/// alone), in the order of [`WindowValues`].
+pub const WINDOWED: [usize; 4] = [26, 27, 30, 31];
+/// The window values of one event: `agent_rate_scan`, `agent_action_mix_rarity`,
+/// `agent_id_step_run`, `agent_outcome_rarity`.
+pub type WindowValues = [f32; 4];
+/// Recent events of an agent over which the rarity of their outcomes is averaged.
+pub const OUTCOME_WINDOW: usize = 8;
+/// The largest step between two ids that counts as walking a sequence.
+const MAX_ID_STEP: i64 = 100;
 /// Number of hashed trigram buckets of the supervised model's bag.
 pub const BAG: usize = 128;
 /// Trigram table size of the history's character model.
@@ -102,6 +117,9 @@ pub const NAMES: [&str; DENSE] = [
     "agent_rate_scan",
     "agent_action_mix_rarity",
     "string_shape_rarity_max",
+    "agent_hour_rarity",
+    "agent_id_step_run",
+    "agent_outcome_rarity",
 ];
 
 /// Members that are not payload.
@@ -157,8 +175,8 @@ pub struct Vocab {
     /// The reasoning-length feature imputed when an event has no `reasoning` (the history's
     /// median): reports and policy checks carry none.
     reasoning_default: f32,
-    /// The last (agent, action) pairs of the history, seeding the live window.
-    tail: Vec<(u64, u64)>,
+    /// The last events of the history, seeding the live window.
+    tail: Vec<TailEvent>,
 }
 
 mod pairs {
@@ -227,16 +245,151 @@ fn agent_hash(e: &Value) -> u64 {
     }
 }
 
-fn hour_of(e: &Value) -> usize {
-    let ts = e.get("timestamp").and_then(Value::as_str).unwrap_or("");
-    let b = ts.as_bytes();
-    if b.len() >= 13 && b[10] == b'T' && b[11].is_ascii_digit() && b[12].is_ascii_digit() {
-        let h = usize::from(b[11] - b'0') * 10 + usize::from(b[12] - b'0');
-        if h < 24 {
-            return h;
+/// Members of a payload that carry the time of the event itself.
+const TIME_KEYS: [&str; 6] = [
+    "timestamp",
+    "@timestamp",
+    "event_time",
+    "occurred_at",
+    "time",
+    "ts",
+];
+/// The top-level members searched for them, before the event's own `timestamp`.
+const TIME_CONTAINERS: [&str; 4] = ["input", "context", "metadata", "output"];
+
+/// `YYYY-MM-DD` at the start of `b`: (year, month, day).
+fn date_prefix(b: &[u8]) -> Option<(i32, u8, u8)> {
+    let digits = |r: std::ops::Range<usize>| {
+        b.get(r.clone())
+            .filter(|d| d.iter().all(u8::is_ascii_digit))
+            .map(|d| d.iter().fold(0u32, |n, c| n * 10 + u32::from(c - b'0')))
+    };
+    if b.get(4) != Some(&b'-') || b.get(7) != Some(&b'-') {
+        return None;
+    }
+    let (y, m, d) = (digits(0..4)?, digits(5..7)?, digits(8..10)?);
+    Some((y as i32, u8::try_from(m).ok()?, u8::try_from(d).ok()?))
+}
+
+/// A time value: an ISO 8601 / RFC 3339 string (`YYYY-MM-DDTHH:MM…` or with a space; the
+/// clock as written, offsets not applied, so that an agent's hours are its own) or Unix
+/// seconds or milliseconds. Returns seconds since the epoch (of the clock as written) and
+/// the hour of day.
+fn time_value(v: &Value) -> Option<(i64, usize)> {
+    match v {
+        Value::String(s) => {
+            let b = s.as_bytes();
+            let (y, m, d) = date_prefix(b)?;
+            if !matches!(b.get(10), Some(b'T' | b't' | b' ')) {
+                return None;
+            }
+            let two = |i: usize| -> Option<u8> {
+                let (a, c) = (*b.get(i)?, *b.get(i + 1)?);
+                (a.is_ascii_digit() && c.is_ascii_digit()).then(|| (a - b'0') * 10 + (c - b'0'))
+            };
+            let h = two(11).filter(|h| *h < 24)?;
+            let min = if b.get(13) == Some(&b':') {
+                two(14).unwrap_or(0)
+            } else {
+                0
+            };
+            let date =
+                time::Date::from_calendar_date(y, time::Month::try_from(m).ok()?, d).ok()?;
+            let day = i64::from(date.to_julian_day());
+            Some((
+                day * 86_400 + i64::from(h) * 3600 + i64::from(min) * 60,
+                usize::from(h),
+            ))
+        }
+        Value::Number(n) => {
+            let x = n.as_f64()?;
+            let secs = if (1e9..1e10).contains(&x) {
+                x
+            } else if (1e12..1e13).contains(&x) {
+                x / 1000.0
+            } else {
+                return None;
+            };
+            let secs = secs as i64;
+            Some((secs, (secs.rem_euclid(86_400) / 3600) as usize))
+        }
+        _ => None,
+    }
+}
+
+/// When the event says it happened: a time member of its payload (the time of an imported
+/// log's record), else its `timestamp` (an audit entry's, a report's event time).
+pub(crate) fn event_time(e: &Value) -> Option<(i64, usize)> {
+    for c in TIME_CONTAINERS {
+        if let Some(Value::Object(m)) = e.get(c) {
+            for k in TIME_KEYS {
+                if let Some(t) = m.get(k).and_then(time_value) {
+                    return Some(t);
+                }
+            }
         }
     }
-    usize::from(time::OffsetDateTime::now_utc().hour())
+    ["event_time", "occurred_at", "timestamp"]
+        .iter()
+        .find_map(|k| e.get(*k).and_then(time_value))
+}
+
+fn hour_of(e: &Value) -> usize {
+    event_time(e).map_or_else(
+        || usize::from(time::OffsetDateTime::now_utc().hour()),
+        |t| t.1,
+    )
+}
+
+/// Whether a string is a date or a time (`YYYY-MM-DD…`): never a rare value, since every
+/// event has its own.
+fn is_timestamp(s: &[u8]) -> bool {
+    s.len() <= 40 && date_prefix(s).is_some()
+}
+
+/// The id an event addresses, for the id-step feature: the last run of digits of the
+/// resource's path (with the path's shape, digits folded), else an integer `id` or `…_id`
+/// member of the query string or of `input` (and its direct members), with its key.
+fn event_id(e: &Value, action: u64) -> Option<(u64, i64)> {
+    let resource = e.get("resource").and_then(Value::as_str).unwrap_or("");
+    let path = resource.split(['?', '#']).next().unwrap_or("");
+    let b = path.as_bytes();
+    if let Some(last) = b.iter().rposition(u8::is_ascii_digit) {
+        let end = last + 1;
+        let start = b[..end]
+            .iter()
+            .rposition(|c| !c.is_ascii_digit())
+            .map_or(0, |i| i + 1);
+        if end - start <= 15 {
+            if let Ok(id) = path[start..end].parse::<i64>() {
+                return Some((mix(action, path_hash(resource, usize::MAX)), id));
+            }
+        }
+    }
+    let id_key = |k: &[u8]| {
+        k.eq_ignore_ascii_case(b"id")
+            || k.ends_with(b"_id")
+            || k.ends_with(b"Id")
+            || k.ends_with(b"ID")
+    };
+    for (k, v) in query(resource) {
+        if id_key(k) && !v.is_empty() && v.len() <= 15 && v.iter().all(u8::is_ascii_digit) {
+            let id = std::str::from_utf8(v).ok()?.parse().ok()?;
+            return Some((mix(action, fnv(FNV, k)), id));
+        }
+    }
+    let input = e.get("input")?.as_object()?;
+    let nested = input.values().filter_map(Value::as_object);
+    for m in std::iter::once(input).chain(nested) {
+        for (k, v) in m {
+            if id_key(k.as_bytes()) {
+                if let Some(id) = v.as_i64() {
+                    return Some((mix(action, fnv(FNV, k.as_bytes())), id));
+                }
+            }
+        }
+    }
+    None
 }
 
 fn parts(e: &Value) -> Parts<'_> {
@@ -281,12 +434,36 @@ fn rarity(n: f64, c: f64) -> f32 {
     ((n + 1.0) / (c.max(0.0) + 1.0)).ln() as f32
 }
 
-/// Sliding windows of recent (agent, action) pairs: the live state of the rate/mix features.
+/// What the window keeps of one agent.
+#[derive(Clone, Debug, Default)]
+struct AgentState {
+    /// Its last [`AGENT_WINDOW`] actions.
+    actions: VecDeque<u64>,
+    /// Its last id-bearing request: the endpoint's shape and the id.
+    last_id: Option<(u64, i64)>,
+    /// The step from the id before it, and how many steps in a row were that one.
+    step: i64,
+    run: u32,
+    /// The outcome rarity (`numeric_value_rarity_max`) of its last [`OUTCOME_WINDOW`] events.
+    outcomes: VecDeque<f32>,
+}
+
+/// The live state of the window features: the agents of recent events and what each agent
+/// did lately.
 #[derive(Clone, Debug, Default)]
 pub struct Window {
     /// The agents of the last [`WINDOW`] events, oldest first.
     recent: VecDeque<u64>,
-    per_agent: IdMap<VecDeque<u64>>,
+    per_agent: IdMap<AgentState>,
+}
+
+/// One event of the history's end, seeding the live window.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug)]
+struct TailEvent {
+    agent: u64,
+    action: u64,
+    id: Option<(u64, i64)>,
+    outcome: f32,
 }
 
 /// The binomial log-likelihood ratio of `k` events in `n` against the share `p`:
@@ -306,9 +483,9 @@ fn rate_llr(k: u32, n: u32, p: f64) -> f64 {
 }
 
 impl Window {
-    /// Feature 26 (`agent_rate_scan`) and 27 (`agent_action_mix_rarity`) of an event of
-    /// `agent` whose history share is `p`, then records it.
-    fn observe(&mut self, agent: u64, action: u64, p: f64) -> (f32, f32) {
+    /// The window values ([`WindowValues`]) of an event of `agent` whose history share is
+    /// `p`, then records it (its outcome follows with [`Window::outcome`]).
+    fn observe(&mut self, agent: u64, action: u64, id: Option<(u64, i64)>, p: f64) -> WindowValues {
         // Windows of the last 1, 2, 4, …, WINDOW events before this one.
         let (mut k, mut n, mut next, mut scan) = (0u32, 0u32, 1u32, 0f64);
         for a in self.recent.iter().rev() {
@@ -321,7 +498,8 @@ impl Window {
                 next *= 2;
             }
         }
-        let mine = self.per_agent.entry(agent).or_default();
+        let st = self.per_agent.entry(agent).or_default();
+        let mine = &mut st.actions;
         let mix = if mine.is_empty() {
             0.0
         } else {
@@ -332,11 +510,51 @@ impl Window {
             mine.pop_front();
         }
         mine.push_back(action);
+        // Equal small steps between the ids of consecutive requests to one endpoint.
+        let mut run = 0;
+        if let Some((shape, id)) = id {
+            match st.last_id {
+                Some((s, prev)) if s == shape => {
+                    let step = id.saturating_sub(prev);
+                    st.run = if step == 0 || step.abs() > MAX_ID_STEP {
+                        0
+                    } else if step == st.step {
+                        st.run.saturating_add(1)
+                    } else {
+                        1
+                    };
+                    st.step = step;
+                }
+                _ => {
+                    st.run = 0;
+                    st.step = 0;
+                }
+            }
+            st.last_id = Some((shape, id));
+            run = st.run;
+        }
+        // Over a full window (missing events count 0), so that an agent's first events
+        // weigh no more than later ones.
+        let outcome = st.outcomes.iter().sum::<f32>() / OUTCOME_WINDOW as f32;
         if self.recent.len() == WINDOW {
             self.recent.pop_front();
         }
         self.recent.push_back(agent);
-        (scan.min(100.0) as f32, mix)
+        [
+            scan.min(100.0) as f32,
+            mix,
+            (run.min(64) as f32).ln_1p(),
+            outcome,
+        ]
+    }
+
+    /// Records the outcome rarity of the agent's event just observed.
+    fn outcome(&mut self, agent: u64, rarity: f32) {
+        let st = self.per_agent.entry(agent).or_default();
+        if st.outcomes.len() == OUTCOME_WINDOW {
+            st.outcomes.pop_front();
+        }
+        st.outcomes.push_back(rarity);
     }
 }
 
@@ -472,7 +690,7 @@ impl Vocab {
             Value::String(s) => {
                 w.leaves += 1;
                 self.text(s, w.loo, &mut w.strings, w.bag.as_deref_mut());
-                if s.len() <= 64 {
+                if s.len() <= 64 && !is_timestamp(s.as_bytes()) {
                     let r = self.rare(mix(value_hash(key, s.as_bytes()), kind::STR_VALUE), w.loo);
                     w.value_rarity = w.value_rarity.max(r);
                 }
@@ -521,12 +739,12 @@ impl Vocab {
         }
     }
 
-    /// The dense features of `e` (and the trigram bag when asked), given the window state
-    /// (`agent_share`, `agent_action_mix_rarity`). `loo` = 1 while featurising the history.
+    /// The dense features of `e` (and the trigram bag when asked), given its window values.
+    /// `loo` = 1 while featurising the history.
     fn features(
         &self,
         e: &Value,
-        window: (f32, f32),
+        window: WindowValues,
         loo: f64,
         out: &mut [f32; DENSE],
         mut bag: Option<&mut [f32; BAG]>,
@@ -595,9 +813,15 @@ impl Vocab {
         out[25] = p
             .approved
             .map_or(self.approved_default, |a| f32::from(u8::from(a)));
-        out[26] = window.0;
-        out[27] = window.1;
         out[28] = w.shape_rarity;
+        out[29] = if self.hours_known {
+            self.agent_hour_rarity(p.agent, p.hour, loo)
+        } else {
+            0.0
+        };
+        for (j, v) in WINDOWED.iter().zip(window) {
+            out[*j] = v;
+        }
         if let Some(bag) = w.bag {
             let norm = bag.iter().map(|x| x * x).sum::<f32>().sqrt();
             if norm > 0.0 {
@@ -606,10 +830,22 @@ impl Vocab {
         }
     }
 
-    /// The action hash and agent hash the window tracks.
-    fn window_keys(e: &Value) -> (u64, u64) {
+    /// The agent hash, action hash and id the window tracks.
+    fn window_keys(e: &Value) -> (u64, u64, Option<(u64, i64)>) {
         let action = e.get("action").and_then(Value::as_str).unwrap_or("");
-        (agent_hash(e), fnv(FNV, action.as_bytes()))
+        let act = fnv(FNV, action.as_bytes());
+        (agent_hash(e), act, event_id(e, act))
+    }
+
+    /// How rare the hour is for the agent: `ln((n + 24) / (c + 1)) − ln 24`, at least 0, `n`
+    /// the agent's events and `c` those at this hour, the neighbouring hours counting half
+    /// (an agent that works until five is not unusual at ten past five). About 0 for an agent
+    /// active at every hour or barely known; `ln(n / 24)` for an hour far from its own.
+    fn agent_hour_rarity(&self, agent: u64, hour: usize, loo: f64) -> f32 {
+        let at = |h: usize| self.count(mix(mix(agent, h as u64), kind::AGENT_HOUR));
+        let c = at(hour) - loo + 0.5 * (at((hour + 23) % 24) + at((hour + 1) % 24));
+        let n = self.count(mix(agent, kind::AGENT)) - loo;
+        ((((n.max(0.0) + 24.0) / (c.max(0.0) + 1.0)).ln() - 24f64.ln()).max(0.0)) as f32
     }
 
     /// The agent's share of the history (an agent it never saw: half an event's share).
@@ -618,11 +854,16 @@ impl Vocab {
         ((self.count(mix(agent, kind::AGENT)) + 0.5) / (n + 1.0)).min(0.999)
     }
 
-    /// The window features of a live event (`agent_rate_scan`, `agent_action_mix_rarity`):
-    /// observes it in `window`.
-    pub fn observe(&self, window: &mut Window, e: &Value) -> (f32, f32) {
-        let (agent, action) = Self::window_keys(e);
-        window.observe(agent, action, self.agent_share(agent))
+    /// The window values of a live event: observes it in `window` (its outcome is recorded
+    /// by [`Vocab::record_outcome`] once its features are known).
+    pub fn observe(&self, window: &mut Window, e: &Value) -> WindowValues {
+        let (agent, action, id) = Self::window_keys(e);
+        window.observe(agent, action, id, self.agent_share(agent))
+    }
+
+    /// Records in `window` the outcome of an event observed there, from its features.
+    pub fn record_outcome(window: &mut Window, e: &Value, features: &[f32; DENSE]) {
+        window.outcome(agent_hash(e), features[17]);
     }
 
     /// Features of a live event: observes it in `window`.
@@ -635,6 +876,7 @@ impl Vocab {
     ) {
         let w = self.observe(window, e);
         self.features(e, w, 0.0, out, bag);
+        Self::record_outcome(window, e, out);
     }
 
     /// Features of a live event whose window values were taken already
@@ -642,7 +884,7 @@ impl Vocab {
     pub fn featurize_with(
         &self,
         e: &Value,
-        window: (f32, f32),
+        window: WindowValues,
         out: &mut [f32; DENSE],
         bag: Option<&mut [f32; BAG]>,
     ) {
@@ -652,21 +894,22 @@ impl Vocab {
     /// A window seeded with the end of the history.
     pub fn window(&self) -> Window {
         let mut w = Window::default();
-        for (agent, action) in &self.tail {
-            w.observe(*agent, *action, self.agent_share(*agent));
+        for t in &self.tail {
+            w.observe(t.agent, t.action, t.id, self.agent_share(t.agent));
+            w.outcome(t.agent, t.outcome);
         }
         w
     }
 
     /// Features of one history event, leave-one-out, outside the window (zeros there).
     pub fn featurize_loo(&self, e: &Value, out: &mut [f32; DENSE], bag: &mut [f32; BAG]) {
-        self.features(e, (0.0, 0.0), 1.0, out, Some(bag));
+        self.features(e, [0.0; 4], 1.0, out, Some(bag));
     }
 
     /// Features of extra events (labelled samples) without leave-one-out and without
     /// touching a live window.
     pub fn featurize_detached(&self, e: &Value, out: &mut [f32; DENSE], bag: &mut [f32; BAG]) {
-        self.features(e, (0.0, 0.0), 0.0, out, Some(bag));
+        self.features(e, [0.0; 4], 0.0, out, Some(bag));
     }
 }
 
@@ -761,19 +1004,19 @@ mod tests {
         let mut w = v.window();
         let mut quiet = 0f32;
         for i in 0..300 {
-            let (scan, _) = v.observe(&mut w, &plain(who(i)));
+            let scan = v.observe(&mut w, &plain(who(i)))[0];
             if who(i) == "a2" {
                 quiet = quiet.max(scan);
             }
         }
-        let burst: Vec<f32> = (0..10).map(|_| v.observe(&mut w, &plain("a2")).0).collect();
+        let burst: Vec<f32> = (0..10).map(|_| v.observe(&mut w, &plain("a2"))[0]).collect();
         // The first request of the run looks like any other.
         assert!(burst[0] < quiet + 0.5, "{burst:?} vs {quiet}");
         assert!(burst[1] > quiet + 1.5, "{burst:?} vs {quiet}");
         assert!(burst[4] > 3.0 * quiet.max(1.0), "{burst:?} vs {quiet}");
         assert!(burst[9] > burst[4] && burst[4] > burst[1], "{burst:?}");
         // The busy agent's own run of ten is ordinary for its share (0.9).
-        let busy: Vec<f32> = (0..10).map(|_| v.observe(&mut w, &plain("a1")).0).collect();
+        let busy: Vec<f32> = (0..10).map(|_| v.observe(&mut w, &plain("a1"))[0]).collect();
         assert!(busy.iter().all(|s| *s < burst[4]), "{busy:?} vs {burst:?}");
         // The history's features replay the same window.
         let (dense, _) = v.featurize_history::<()>(&refs, false, |_| Ok(())).unwrap();
@@ -806,5 +1049,114 @@ mod tests {
         let afternoon: Vec<Value> = (0..450).map(|i| at(1, 14 + i % 2)).collect();
         assert_eq!(hour_feature(&afternoon, &at(9, 3)), 0.0);
         assert_eq!(hour_feature(&afternoon, &at(1, 14)), 0.0);
+    }
+
+    /// A history of two agents over ten days: `day` works 09:00–17:59, `night` 01:00–03:59;
+    /// their time sits in `input.timestamp` (an imported log: the audit entry's own
+    /// `timestamp` is the minute of the import).
+    fn shifts() -> Vec<Value> {
+        let mut h = Vec::new();
+        for day in 1..=10u32 {
+            for (agent, hours) in [("day", 9..18u32), ("night", 1..4u32)] {
+                for hour in hours {
+                    for m in 0..4u32 {
+                        h.push(json!({"agent_id": agent, "action": "GET", "resource": "/api/items",
+                            "timestamp": "2026-03-20T12:00:00Z",
+                            "input": {"timestamp": format!("2026-03-{day:02}T{hour:02}:{:02}:00Z", m * 15)}}));
+                    }
+                }
+            }
+        }
+        h
+    }
+
+    #[test]
+    fn an_agent_outside_its_own_hours_stands_out_with_the_time_in_the_payload() {
+        let h = shifts();
+        let refs: Vec<&Value> = h.iter().collect();
+        let v = Vocab::build::<()>(&refs, |_| Ok(())).unwrap();
+        assert!(v.hours_known, "the payload's times span ten days");
+        let at = |agent: &str, hour: u32| {
+            let e = json!({"agent_id": agent, "action": "GET", "resource": "/api/items",
+                "input": {"timestamp": format!("2026-03-12T{hour:02}:20:00Z")}});
+            let (mut out, mut bag) = ([0f32; DENSE], [0f32; BAG]);
+            v.featurize_detached(&e, &mut out, &mut bag);
+            out[29]
+        };
+        // Each agent at its own hours, and at the hour after its last: ordinary.
+        assert_eq!(at("day", 10), 0.0);
+        assert_eq!(at("day", 18), 0.0);
+        assert_eq!(at("night", 2), 0.0);
+        // Each at the other's hours: rare for it, though the hour is busy for the tenant.
+        assert!(at("day", 2) > 2.0, "{}", at("day", 2));
+        assert!(at("night", 11) > 1.0, "{}", at("night", 11));
+        // An agent the history never saw has no hours of its own.
+        assert_eq!(at("new", 2), 0.0);
+        // Unix seconds in `context.ts` read the same: 2026-03-12T02:20:00Z.
+        let e = json!({"agent_id": "day", "action": "GET", "resource": "/api/items",
+            "context": {"ts": 1_773_282_000}});
+        assert_eq!(event_time(&e).map(|t| t.1), Some(2));
+    }
+
+    #[test]
+    fn a_timestamp_in_the_payload_is_no_rare_value() {
+        let h = shifts();
+        let refs: Vec<&Value> = h.iter().collect();
+        let v = Vocab::build::<()>(&refs, |_| Ok(())).unwrap();
+        let e = json!({"agent_id": "day", "action": "GET", "resource": "/api/items",
+            "input": {"timestamp": "2026-03-12T10:20:00Z"}});
+        let (mut out, mut bag) = ([0f32; DENSE], [0f32; BAG]);
+        v.featurize_detached(&e, &mut out, &mut bag);
+        assert_eq!(out[12], 0.0, "string_value_rarity_max");
+    }
+
+    fn request(id: u64, status: u32) -> Value {
+        json!({"agent_id": "a1", "action": "GET", "resource": format!("/api/orders/{id}"),
+               "output": {"status": status}})
+    }
+
+    #[test]
+    fn walking_ids_with_errors_raises_the_step_run_and_the_outcome_rarity() {
+        // Ordinary use: ids in no order, one request in 25 a 404.
+        let ids = |i: u64| 100_000 + (i * 7_919) % 90_000;
+        let h: Vec<Value> = (0..1000)
+            .map(|i| request(ids(i), if i % 25 == 0 { 404 } else { 200 }))
+            .collect();
+        let refs: Vec<&Value> = h.iter().collect();
+        let mut v = Vocab::build::<()>(&refs, |_| Ok(())).unwrap();
+        let (dense, _) = v.featurize_history::<()>(&refs, false, |_| Ok(())).unwrap();
+        v.seed_outcomes(&dense);
+        let hist_run = dense.iter().map(|r| r[30]).fold(0f32, f32::max);
+        let hist_outcome = dense.iter().map(|r| r[31]).fold(0f32, f32::max);
+        let mut w = v.window();
+        let mut last = [0f32; DENSE];
+        for i in 0..10 {
+            v.featurize(&request(500_000 + i, 404), &mut w, &mut last, None);
+        }
+        assert!(last[30] > 2.0 && last[30] > hist_run + 1.0, "{} vs {hist_run}", last[30]);
+        assert!(last[31] > hist_outcome + 1.0, "{} vs {hist_outcome}", last[31]);
+        // Another agent's ordinary requests in between are not its run.
+        let mut other = [0f32; DENSE];
+        v.featurize(
+            &json!({"agent_id": "a2", "action": "GET", "resource": "/api/orders/500011",
+                    "output": {"status": 200}}),
+            &mut w,
+            &mut other,
+            None,
+        );
+        assert_eq!(other[30], 0.0);
+        assert_eq!(other[31], 0.0);
+        // A jump breaks the run; an id in `input` counts as well.
+        let mut out = [0f32; DENSE];
+        v.featurize(&request(900_000, 200), &mut w, &mut out, None);
+        assert_eq!(out[30], 0.0);
+        let by_input = |id: u64| {
+            json!({"agent_id": "a3", "action": "read_record", "resource": "crm/contacts",
+                   "input": {"record_id": id}})
+        };
+        for id in 1..=6 {
+            v.featurize(&by_input(id), &mut w, &mut out, None);
+        }
+        assert!(out[30] > 1.5, "{}", out[30]);
     }
 }

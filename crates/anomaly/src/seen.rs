@@ -9,6 +9,8 @@ use std::sync::Mutex;
 
 use serde_json::Value;
 
+use crate::features::WindowValues;
+
 /// Members left out of an event's identity (they differ between a report, its feedback and
 /// the audit entry, or are the server's).
 const VOLATILE: [&str; 15] = [
@@ -68,14 +70,14 @@ pub fn event_key(e: &Value) -> u64 {
 /// Bounded map event → window values at scoring time.
 #[derive(Debug, Default)]
 pub struct Seen {
-    map: Mutex<HashMap<u64, (f32, f32)>>,
+    map: Mutex<HashMap<u64, WindowValues>>,
 }
 
 /// Entries kept before the map starts again.
 const CAPACITY: usize = 200_000;
 
 impl Seen {
-    pub fn record(&self, e: &Value, window: (f32, f32)) {
+    pub fn record(&self, e: &Value, window: WindowValues) {
         let k = event_key(e);
         let mut m = self.map.lock().unwrap_or_else(|p| p.into_inner());
         if m.len() >= CAPACITY {
@@ -84,7 +86,7 @@ impl Seen {
         m.insert(k, window);
     }
 
-    pub fn get(&self, e: &Value) -> Option<(f32, f32)> {
+    pub fn get(&self, e: &Value) -> Option<WindowValues> {
         let m = self.map.lock().unwrap_or_else(|p| p.into_inner());
         m.get(&event_key(e)).copied()
     }
@@ -105,8 +107,8 @@ mod tests {
         let c = json!({"action": "GET", "resource": "/y", "input": {"a": 1, "b": "c"}});
         assert_ne!(event_key(&a), event_key(&c));
         let s = Seen::default();
-        s.record(&a, (3.0, 0.5));
-        assert_eq!(s.get(&b), Some((3.0, 0.5)));
+        s.record(&a, [3.0, 0.5, 0.0, 1.0]);
+        assert_eq!(s.get(&b), Some([3.0, 0.5, 0.0, 1.0]));
         assert_eq!(s.get(&c), None);
     }
 }

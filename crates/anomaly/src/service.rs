@@ -28,6 +28,30 @@ use crate::scorer::{LoadedModel, Scorer};
 pub const DETECTOR: &str = "anomaly";
 /// Most recent audit entries used for training.
 pub const MAX_TRAINING_ROWS: i64 = 100_000;
+/// The default of the most bytes of audit entries (their strings and JSON members, as text)
+/// a training reads (`ANOMALY_TRAINING_MAX_BYTES`): the newest entries up to this size, so
+/// that a history of large entries costs a bounded reading (100,000 ordinary entries of
+/// about 1 KiB fit).
+pub const MAX_TRAINING_BYTES: usize = 128 << 20;
+/// Audit entries read per query while the training set is gathered.
+const TRAINING_PAGE: i64 = 256;
+
+/// The size of a JSON value as text, about (strings and numbers by length, a few bytes per
+/// member): what a training's byte budget counts.
+fn json_bytes(v: &Value) -> usize {
+    match v {
+        Value::Null | Value::Bool(_) => 5,
+        Value::Number(_) => 8,
+        Value::String(s) => s.len() + 2,
+        Value::Array(a) => 2 + a.iter().map(|x| json_bytes(x) + 1).sum::<usize>(),
+        Value::Object(m) => {
+            2 + m
+                .iter()
+                .map(|(k, x)| k.len() + 4 + json_bytes(x))
+                .sum::<usize>()
+        }
+    }
+}
 
 /// Samples since a tenant's last automatic retraining, and when that one started.
 type NewSamples = (u64, Option<Instant>);
@@ -79,6 +103,8 @@ pub struct DetectorConfig {
     pub min_training_samples: i64,
     pub auto_retrain_events: u64,
     pub onnx_loaded: bool,
+    /// Most bytes of audit entries one training reads ([`MAX_TRAINING_BYTES`] by default).
+    pub training_max_bytes: usize,
 }
 
 /// `GET /anomalies/detector/status`.
@@ -408,30 +434,66 @@ impl Detector {
         }
     }
 
-    /// The events and labels of a tenant's training set.
+    /// The events and labels of a tenant's training set: its newest audit entries with an
+    /// agent, at most [`MAX_TRAINING_ROWS`] of them and `training_max_bytes` in all, read
+    /// page by page, then the labelled feedback samples.
     async fn training_set(&self, tenant: TenantId) -> Result<(Vec<Value>, Vec<Option<bool>>)> {
         #[allow(clippy::type_complexity)]
-        let rows: Vec<(Option<Id>, String, String, Json, Json, Json, f64, bool, Ts)> = with_conn!(&self.db, conn => {
-            ae::table
-                .filter(ae::tenant_id.eq(Id(tenant.0)))
-                .filter(ae::agent_id.is_not_null())
-                .order(ae::seq.desc())
-                .limit(MAX_TRAINING_ROWS)
-                .select((
-                    ae::agent_id,
-                    ae::action,
-                    ae::resource,
-                    ae::input,
-                    ae::output,
-                    ae::reasoning,
-                    ae::risk_score,
-                    ae::is_approved,
-                    ae::timestamp,
-                ))
-                .load(conn)
-                .await
-                .db()
-        })?;
+        let mut rows: Vec<(Option<Id>, String, String, Json, Json, Json, f64, bool, Ts)> =
+            Vec::new();
+        let mut before = i64::MAX;
+        let mut bytes = 0usize;
+        'pages: while (rows.len() as i64) < MAX_TRAINING_ROWS {
+            let limit = TRAINING_PAGE.min(MAX_TRAINING_ROWS - rows.len() as i64);
+            #[allow(clippy::type_complexity)]
+            let page: Vec<(i64, (Option<Id>, String, String, Json, Json, Json, f64, bool, Ts))> = with_conn!(&self.db, conn => {
+                ae::table
+                    .filter(ae::tenant_id.eq(Id(tenant.0)))
+                    .filter(ae::agent_id.is_not_null())
+                    .filter(ae::seq.lt(before))
+                    .order(ae::seq.desc())
+                    .limit(limit)
+                    .select((
+                        ae::seq,
+                        (
+                            ae::agent_id,
+                            ae::action,
+                            ae::resource,
+                            ae::input,
+                            ae::output,
+                            ae::reasoning,
+                            ae::risk_score,
+                            ae::is_approved,
+                            ae::timestamp,
+                        ),
+                    ))
+                    .load(conn)
+                    .await
+                    .db()
+            })?;
+            let full = page.len() as i64 == limit;
+            for (seq, row) in page {
+                bytes += row.1.len()
+                    + row.2.len()
+                    + json_bytes(&row.3 .0)
+                    + json_bytes(&row.4 .0)
+                    + json_bytes(&row.5 .0);
+                // The newest entry is always read, whatever its size.
+                if bytes > self.config.training_max_bytes && !rows.is_empty() {
+                    tracing::info!(
+                        tenant = %tenant.0,
+                        entries = rows.len(),
+                        "anomaly training reads the newest audit entries up to its byte budget"
+                    );
+                    break 'pages;
+                }
+                before = seq;
+                rows.push(row);
+            }
+            if !full {
+                break;
+            }
+        }
         let mut events = Vec::with_capacity(rows.len());
         let mut labels = Vec::with_capacity(rows.len());
         for (agent, action, resource, input, output, reasoning, risk, approved, ts) in

@@ -7,28 +7,25 @@ use super::text::{
     FNV,
 };
 use super::{
-    parts, path_hash, prefix_hash, HistoryFeatures, Vocab, Window, BAG, DENSE, HOURS_SPAN_SECONDS,
+    event_time, is_timestamp, parts, path_hash, prefix_hash, HistoryFeatures, TailEvent, Vocab, Window, BAG,
+    DENSE, HOURS_SPAN_SECONDS,
     MAX_CATEGORIES, MAX_NUMERIC_KEYS, META, TRIGRAMS, WINDOW,
 };
 
-/// Seconds between the earliest and the latest `timestamp` (RFC 3339) of the events; 0 when
-/// fewer than two carry one.
+/// Seconds between the earliest and the latest time of the events (`event_time`: a time
+/// member of the payload, else `timestamp`); 0 when fewer than two carry one.
 fn span_seconds(events: &[&Value]) -> i64 {
-    let mut lo: Option<time::OffsetDateTime> = None;
-    let mut hi: Option<time::OffsetDateTime> = None;
+    let mut lo: Option<i64> = None;
+    let mut hi: Option<i64> = None;
     for e in events {
-        let Some(s) = e.get("timestamp").and_then(Value::as_str) else {
-            continue;
-        };
-        let Ok(t) = time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339)
-        else {
+        let Some((t, _)) = event_time(e) else {
             continue;
         };
         lo = Some(lo.map_or(t, |l| l.min(t)));
         hi = Some(hi.map_or(t, |h| h.max(t)));
     }
     match (lo, hi) {
-        (Some(l), Some(h)) => (h - l).whole_seconds(),
+        (Some(l), Some(h)) => h - l,
         _ => 0,
     }
 }
@@ -74,6 +71,7 @@ impl Vocab {
             bump(mix(mix(act, p.agent), kind::AGENT_ACTION));
             bump(mix(mix(mix(act, p.agent), pre), kind::AGENT_ACTION_PREFIX));
             bump(mix(p.agent, kind::AGENT));
+            bump(mix(mix(p.agent, p.hour as u64), kind::AGENT_HOUR));
             for (k, val) in query(p.resource) {
                 v.count_param(k, val);
             }
@@ -106,7 +104,15 @@ impl Vocab {
             .rev()
             .take(WINDOW)
             .rev()
-            .map(|e| Self::window_keys(e))
+            .map(|e| {
+                let (agent, action, id) = Self::window_keys(e);
+                TailEvent {
+                    agent,
+                    action,
+                    id,
+                    outcome: 0.0,
+                }
+            })
             .collect();
         v.bound();
         Ok(v)
@@ -189,7 +195,7 @@ impl Vocab {
             }
             Value::String(s) => {
                 self.count_text(s);
-                if s.len() <= 64 {
+                if s.len() <= 64 && !is_timestamp(s.as_bytes()) {
                     bump_map(
                         &mut self.counts,
                         mix(value_hash(key, s.as_bytes()), kind::STR_VALUE),
@@ -240,8 +246,8 @@ impl Vocab {
             if i % 4096 == 0 {
                 progress(i as f64 / events.len().max(1) as f64)?;
             }
-            let (agent, action) = Self::window_keys(e);
-            let w = window.observe(agent, action, self.agent_share(agent));
+            let (agent, action, id) = Self::window_keys(e);
+            let w = window.observe(agent, action, id, self.agent_share(agent));
             let mut out = [0f32; DENSE];
             if with_bag {
                 let mut bag = [0f32; BAG];
@@ -250,8 +256,18 @@ impl Vocab {
             } else {
                 self.features(e, w, 1.0, &mut out, None);
             }
+            window.outcome(agent, out[17]);
             dense.push(out);
         }
         Ok((dense, bags))
+    }
+
+    /// Gives the seeding events of the live window their outcomes, from the history's
+    /// features ([`Vocab::featurize_history`] of the same events).
+    pub fn seed_outcomes(&mut self, dense: &[[f32; DENSE]]) {
+        let skip = dense.len().saturating_sub(self.tail.len());
+        for (t, row) in self.tail.iter_mut().zip(&dense[skip..]) {
+            t.outcome = row[17];
+        }
     }
 }

@@ -56,6 +56,7 @@ pub(super) mod kind {
     pub const KEY: u64 = 9;
     pub const AGENT: u64 = 10;
     pub const SHAPE: u64 = 11;
+    pub const AGENT_HOUR: u64 = 12;
 }
 
 /// Folds a byte for the character model: ASCII lowercase, digits to `0`.

@@ -10,6 +10,7 @@
 pub mod agents;
 mod analysis;
 pub mod approval;
+mod assignments;
 pub mod decision;
 pub mod engine;
 pub mod module;

@@ -243,6 +243,19 @@ impl CompiledEntry {
     ) -> std::result::Result<CompiledEntry, String> {
         catch_unwind(AssertUnwindSafe(move || {
             engine.set_execution_timer_config(limits.timer());
+            // The VM does not assert an assignment's value (`crate::assignments`): modules
+            // with an assignment nothing reads afterwards run on the interpreter.
+            let evaluator = if evaluator == Evaluator::Vm
+                && !engine
+                    .get_modules()
+                    .iter()
+                    .all(|m| crate::assignments::assignments_checked(m))
+            {
+                tracing::debug!(rule, "entry point runs on the interpreter (unread assignment)");
+                Evaluator::Interpreter
+            } else {
+                evaluator
+            };
             let compiled = engine
                 .compile_with_entrypoint(&rule.into())
                 .map_err(|e| engine_message(&e))?;
@@ -528,6 +541,54 @@ mod tests {
         }
     }
 
+    /// An assignment whose value is undefined or an error makes its body undefined, as in
+    /// OPA, whether the variable is used again or not (probe H-1: the engine took the
+    /// statement as true when the variable was not used again).
+    #[test]
+    fn an_undefined_assignment_makes_its_body_undefined() {
+        let bodies = [
+            "ticket := input.context.ticket_id",
+            "x := input.nope.deeper",
+            "x := 1 / 0",
+            "x := 1 % 0",
+            "x := to_number(\"abc\")",
+            "x := [1][5]",
+            "n := count(input.context.items)",
+            "x := input.context.ticket_id; true",
+        ];
+        for evaluator in [Evaluator::Interpreter, Evaluator::Vm] {
+            for body in bodies {
+                let src = format!(
+                    "package steward.policies.t\nimport rego.v1\ndefault allow := false\nallow if {{\n\t{body}\n}}\n"
+                );
+                let m = compile(&src, evaluator);
+                let r = m.evaluate(&input(serde_json::json!({"action": "a", "context": {}})));
+                // Undefined (not allowed), or a built-in error (the module fails: a deny).
+                assert!(
+                    matches!(&r, Ok(r) if !r.allow) || r.is_err(),
+                    "{evaluator:?}: `{body}` gave {r:?}"
+                );
+                let deny = format!(
+                    "package steward.policies.t\nimport rego.v1\ndefault allow := true\ndeny contains \"spurious\" if {{\n\t{body}\n}}\n"
+                );
+                let m = compile(&deny, evaluator);
+                let r = m.evaluate(&input(serde_json::json!({"action": "a", "context": {}})));
+                // No message; a built-in error fails the module (a deny, never an allow).
+                assert!(
+                    matches!(&r, Ok(r) if r.deny.is_empty() && r.allow) || r.is_err(),
+                    "{evaluator:?}: deny `{body}` gave {r:?}"
+                );
+            }
+            // With the member present, the rule holds.
+            let m = compile(
+                "package steward.policies.t\nimport rego.v1\ndefault allow := false\nallow if {\n\tticket := input.context.ticket_id\n}\n",
+                evaluator,
+            );
+            let r = m.evaluate(&input(serde_json::json!({"context": {"ticket_id": "T-1"}})));
+            assert!(matches!(&r, Ok(r) if r.allow), "{evaluator:?}: {r:?}");
+        }
+    }
+
     #[test]
     fn templates_run_on_the_vm() {
         for t in templates() {
@@ -619,7 +680,7 @@ mod tests {
                    deny contains \"a\" if input.action == \"x\"\n\
                    default allow := false\nallow if count(deny) == 0\n\
                    require_approval if input.action == \"y\"\nseverity := \"CRITICAL\"\n";
-        for evaluator in [Evaluator::Vm, Evaluator::Interpreter] {
+        for evaluator in [Evaluator::Interpreter, Evaluator::Vm] {
             let m = compile(src, evaluator);
             let r = m.evaluate(&input(serde_json::json!({"action": "x"})));
             assert_eq!(
@@ -705,7 +766,7 @@ mod tests {
             timeout: Duration::from_millis(200),
             max_instructions: usize::MAX,
         };
-        for evaluator in [Evaluator::Vm, Evaluator::Interpreter] {
+        for evaluator in [Evaluator::Interpreter, Evaluator::Vm] {
             let m = match CompiledModule::compile(src, limits, evaluator) {
                 Ok(m) => m,
                 Err(e) => panic!("{e}"),

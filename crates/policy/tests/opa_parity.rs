@@ -305,3 +305,49 @@ db_test!(unreachable_opa_falls_back_to_the_embedded_engine, |db| {
     assert_eq!(opa.stats().fallback, 1);
     assert_eq!(opa.stats().remote, 0);
 });
+
+db_test!(unread_assignments_decide_as_in_opa, |db| {
+    let Some(url) = opa_url("unread_assignments_decide_as_in_opa") else {
+        return;
+    };
+    let (h, opa, ns) = opa_harness(&db.pool, &url).await;
+    // Probe H-1: an assignment whose value is undefined makes its body undefined in OPA,
+    // whether its variable is read again or not.
+    let modules = [
+        "default allow := false\nallow if {\n\tticket := input.context.ticket_id\n}",
+        "default allow := false\nallow if {\n\tx := input.context.nope.deeper\n}",
+        "default allow := false\nallow if {\n\tn := count(input.context.items)\n}",
+        "default allow := false\nhas_token if {\n\ttok := input.context.token\n}\nallow if has_token",
+        "default allow := true\ndeny contains \"spurious\" if {\n\tx := input.context.missing\n}",
+    ];
+    let t = h.tenant().await;
+    for (i, body) in modules.iter().enumerate() {
+        let rego = format!("package steward.policies.unread{i}\nimport rego.v1\n{body}\n");
+        h.create(t, json!({"name": format!("unread-{i}"), "rego": rego}))
+            .await
+            .unwrap();
+    }
+    let agent_id = h.agent(t, "active", json!({}));
+    let agent = steward_policy::AgentInfo {
+        id: agent_id,
+        name: format!("agent-{agent_id}"),
+        agent_type: "llm".into(),
+        capabilities: vec!["read".into()],
+        permissions: json!({}),
+        status: "active".into(),
+    };
+    for context in [
+        json!({}),
+        json!({"ticket_id": "T-1", "nope": {"deeper": 1}, "items": [], "token": "x", "missing": 0}),
+    ] {
+        let input = json!({
+            "action": "read_data", "resource": "crm/contacts", "context": context,
+            "tenant_id": t.to_string(), "agent": agent.input_document(),
+        });
+        let remote = opa.evaluate_remote(t, &input).await.unwrap();
+        let local = embedded_outcomes(&opa, t, &input).await;
+        assert_eq!(remote, local, "context {}", input["context"]);
+        assert!(remote.len() >= modules.len());
+    }
+    forget(&url, &ns).await;
+});

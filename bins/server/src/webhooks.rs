@@ -61,7 +61,15 @@ pub async fn receive(
         if agent_id.is_none() && agent_name.is_none() && !pf.has_errors() {
             pf.error("agent_id", "agent_id or agent_name is required");
         }
-        pf.required_str("action", 1, 128);
+        if let Some(a) = pf.required_str("action", 1, 128) {
+            // Checked here too, so that the error names `payload.action`.
+            if steward_audit::service::is_reserved_action(a) {
+                pf.error(
+                    "action",
+                    "must not start with a reserved prefix (user., api_key., policy., hitl., guard., system.)",
+                );
+            }
+        }
         pf.required_str("resource", 0, 512);
         pf.optional_object("input");
         pf.optional_object("output");

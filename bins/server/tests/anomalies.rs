@@ -234,7 +234,10 @@ app_test!(
             .await;
         assert_eq!(task.status, 202, "{}", task.text());
         let out = r.run_once().await.unwrap();
-        assert!(matches!(out, Outcome::Completed { version: 1, .. }), "{out:?}");
+        assert!(
+            matches!(out, Outcome::Completed { version: 1, .. }),
+            "{out:?}"
+        );
         let versions = app
             .call("GET", "/api/v1/anomalies/detector/versions", &key, None)
             .await
@@ -242,6 +245,38 @@ app_test!(
         let history = versions["items"][0]["sample_count"]
             .as_u64()
             .unwrap_or_else(|| panic!("{versions}"));
-        assert!((40..=70).contains(&history), "{history} of 300 entries read");
+        assert!(
+            (40..=70).contains(&history),
+            "{history} of 300 entries read"
+        );
     }
 );
+
+app_test!(the_audit_list_names_the_agents, |app| {
+    // Probe I F1: `GET /audit` carried `agent_name: null` on every item.
+    let t = app.tenant("audit-names").await;
+    let key = Cred::Key(t.key.clone());
+    let agent = app.agent(&t.key).await;
+    seed(&app, &key, &agent, 2).await;
+    let name = app
+        .call("GET", &format!("/api/v1/agents/{agent}"), &key, None)
+        .await
+        .json()["name"]
+        .clone();
+    let list = app.call("GET", "/api/v1/audit", &key, None).await.json();
+    let items = list["items"].as_array().unwrap();
+    assert_eq!(items.len(), 2, "{list}");
+    for item in items {
+        assert_eq!(item["agent_name"], name, "{list}");
+    }
+    let filtered = app
+        .call(
+            "GET",
+            &format!("/api/v1/audit?agent_id={agent}&limit=1"),
+            &key,
+            None,
+        )
+        .await
+        .json();
+    assert_eq!(filtered["items"][0]["agent_name"], name, "{filtered}");
+});

@@ -112,6 +112,10 @@ app_test!(errors_are_problem_documents, |app| {
     let r = app.send(TestRequest::delete().uri("/health")).await;
     r.problem(405, "method_not_allowed");
     assert_eq!(r.header("allow").as_deref(), Some("GET"));
+    // The OpenAPI document is a known path too (probe I F5: it answered 404).
+    let r = app.send(TestRequest::post().uri("/openapi.json")).await;
+    r.problem(405, "method_not_allowed");
+    assert_eq!(app.get("/openapi.json").await.status, 200);
 
     // 413 from the declared length alone, before routing or authentication.
     let r = app

@@ -1381,8 +1381,22 @@ app_test!(
                         refused(&r, st, code, &at(&format!("{creds:?}")), &secrets);
                         cases += 1;
                     }
-                    let r = send(&app, "POST", path, &[key, sig], Some(&body)).await;
+                    let r = send(&app, "POST", path, &[key.clone(), sig], Some(&body)).await;
                     assert_eq!(status(&r), 202, "{}: {}", at("key and signature"), r.text());
+                    cases += 1;
+                    // A reserved action names its place in the payload (probe I F6).
+                    let reserved = String::from_utf8_lossy(&body)
+                        .replace("\"read_data\"", "\"user.x\"")
+                        .into_bytes();
+                    let sig = C::Signature(sign(&reserved));
+                    let r = send(&app, "POST", path, &[key, sig], Some(&reserved)).await;
+                    assert_eq!(status(&r), 422, "{}: {}", at("reserved action"), r.text());
+                    assert_eq!(
+                        r.json()["errors"][0]["field"],
+                        "payload.action",
+                        "{}",
+                        r.text()
+                    );
                     cases += 1;
                     continue;
                 }

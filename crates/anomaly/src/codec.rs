@@ -71,8 +71,7 @@ const TAIL: [(usize, f32); 24] = [
 /// read: a labelled event gets the values it was scored with ([`Seen`]), else the history's
 /// medians.
 const SUPERVISED_DENSE: [usize; 26] = [
-    0, 1, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 26, 27, 28, 30,
-    31,
+    0, 1, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 26, 27, 28, 30, 31,
 ];
 /// Inputs of the supervised model: those features, the forest score, the bag.
 pub const SUPERVISED_INPUTS: usize = SUPERVISED_DENSE.len() + 1 + BAG;

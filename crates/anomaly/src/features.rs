@@ -293,8 +293,7 @@ fn time_value(v: &Value) -> Option<(i64, usize)> {
             } else {
                 0
             };
-            let date =
-                time::Date::from_calendar_date(y, time::Month::try_from(m).ok()?, d).ok()?;
+            let date = time::Date::from_calendar_date(y, time::Month::try_from(m).ok()?, d).ok()?;
             let day = i64::from(date.to_julian_day());
             Some((
                 day * 86_400 + i64::from(h) * 3600 + i64::from(min) * 60,
@@ -1009,14 +1008,18 @@ mod tests {
                 quiet = quiet.max(scan);
             }
         }
-        let burst: Vec<f32> = (0..10).map(|_| v.observe(&mut w, &plain("a2"))[0]).collect();
+        let burst: Vec<f32> = (0..10)
+            .map(|_| v.observe(&mut w, &plain("a2"))[0])
+            .collect();
         // The first request of the run looks like any other.
         assert!(burst[0] < quiet + 0.5, "{burst:?} vs {quiet}");
         assert!(burst[1] > quiet + 1.5, "{burst:?} vs {quiet}");
         assert!(burst[4] > 3.0 * quiet.max(1.0), "{burst:?} vs {quiet}");
         assert!(burst[9] > burst[4] && burst[4] > burst[1], "{burst:?}");
         // The busy agent's own run of ten is ordinary for its share (0.9).
-        let busy: Vec<f32> = (0..10).map(|_| v.observe(&mut w, &plain("a1"))[0]).collect();
+        let busy: Vec<f32> = (0..10)
+            .map(|_| v.observe(&mut w, &plain("a1"))[0])
+            .collect();
         assert!(busy.iter().all(|s| *s < burst[4]), "{busy:?} vs {burst:?}");
         // The history's features replay the same window.
         let (dense, _) = v.featurize_history::<()>(&refs, false, |_| Ok(())).unwrap();
@@ -1133,8 +1136,16 @@ mod tests {
         for i in 0..10 {
             v.featurize(&request(500_000 + i, 404), &mut w, &mut last, None);
         }
-        assert!(last[30] > 2.0 && last[30] > hist_run + 1.0, "{} vs {hist_run}", last[30]);
-        assert!(last[31] > hist_outcome + 1.0, "{} vs {hist_outcome}", last[31]);
+        assert!(
+            last[30] > 2.0 && last[30] > hist_run + 1.0,
+            "{} vs {hist_run}",
+            last[30]
+        );
+        assert!(
+            last[31] > hist_outcome + 1.0,
+            "{} vs {hist_outcome}",
+            last[31]
+        );
         // Another agent's ordinary requests in between are not its run.
         let mut other = [0f32; DENSE];
         v.featurize(

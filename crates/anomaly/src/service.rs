@@ -446,7 +446,10 @@ impl Detector {
         'pages: while (rows.len() as i64) < MAX_TRAINING_ROWS {
             let limit = TRAINING_PAGE.min(MAX_TRAINING_ROWS - rows.len() as i64);
             #[allow(clippy::type_complexity)]
-            let page: Vec<(i64, (Option<Id>, String, String, Json, Json, Json, f64, bool, Ts))> = with_conn!(&self.db, conn => {
+            let page: Vec<(
+                i64,
+                (Option<Id>, String, String, Json, Json, Json, f64, bool, Ts),
+            )> = with_conn!(&self.db, conn => {
                 ae::table
                     .filter(ae::tenant_id.eq(Id(tenant.0)))
                     .filter(ae::agent_id.is_not_null())

@@ -518,8 +518,31 @@ impl AuditService {
                 .db()?;
             Ok::<_, Error>((total, rows))
         })?;
+        // The agents' current names (contract 14.1), in one query for the page.
+        let mut ids: Vec<Id> = rows.iter().filter_map(|r| r.agent_id).collect();
+        ids.sort_unstable_by_key(|i| i.0);
+        ids.dedup();
+        let names: std::collections::HashMap<uuid::Uuid, String> = if ids.is_empty() {
+            std::collections::HashMap::new()
+        } else {
+            let found: Vec<(Id, String)> = with_conn!(&self.db, conn => {
+                agents::table
+                    .filter(agents::tenant_id.eq(tenant))
+                    .filter(agents::id.eq_any(ids.clone()))
+                    .select((agents::id, agents::name))
+                    .load(conn)
+                    .await
+                    .db()
+            })?;
+            found.into_iter().map(|(i, n)| (i.0, n)).collect()
+        };
         Ok(Page::new(
-            rows.into_iter().map(EntryRow::view).collect(),
+            rows.into_iter()
+                .map(|r| {
+                    let name = r.agent_id.and_then(|a| names.get(&a.0).cloned());
+                    r.named(name)
+                })
+                .collect(),
             total,
             page,
         ))

@@ -49,7 +49,22 @@ impl<'a> Query<'a> {
     /// An integer parameter within `[min, max]`.
     pub fn int(&mut self, name: &str, min: i64, max: Option<i64>) -> Option<i64> {
         let raw = self.raw(name)?;
-        match raw.trim().parse::<i64>() {
+        let trimmed = raw.trim();
+        // An integer too wide for 64 bits is still an integer: it saturates, and the bounds
+        // decide (a `limit` of 10^23 is clamped like one of 10^5, contract 4).
+        let parsed = trimmed.parse::<i64>().or_else(|e| {
+            let digits = trimmed.strip_prefix('-').unwrap_or(trimmed);
+            if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+                Ok(if trimmed.starts_with('-') {
+                    i64::MIN
+                } else {
+                    i64::MAX
+                })
+            } else {
+                Err(e)
+            }
+        });
+        match parsed {
             Ok(v) if v < min => {
                 self.error(name, format!("must be at least {min}"));
                 None
@@ -66,10 +81,16 @@ impl<'a> Query<'a> {
         }
     }
 
-    /// A boolean parameter: `true`, `false`, `1`, `0` (case-insensitive).
+    /// A boolean parameter: exactly `true`, `false`, `1` or `0` (contract 2; settings read
+    /// from the environment are more lenient, `parse_bool`).
     pub fn bool(&mut self, name: &str) -> Option<bool> {
         let raw = self.raw(name)?;
-        match parse_bool(raw) {
+        let value = match raw {
+            "true" | "1" => Some(true),
+            "false" | "0" => Some(false),
+            _ => None,
+        };
+        match value {
             Some(b) => Some(b),
             None => {
                 self.error(name, "must be one of true, false, 1, 0");
@@ -521,12 +542,28 @@ mod tests {
 
     #[test]
     fn query_bool_forms() {
-        let pairs = parse_query_string("a=TRUE&b=0&c=maybe");
+        // Exactly `true`, `false`, `1`, `0` (contract 2): other spellings answer 422.
+        let pairs = parse_query_string("a=true&b=0&c=maybe&e=TRUE&f=%20true");
         let mut q = Query::new(&pairs);
         assert_eq!(q.bool("a"), Some(true));
         assert_eq!(q.bool("b"), Some(false));
         assert_eq!(q.bool("c"), None);
         assert_eq!(q.bool("d"), None);
-        assert!(q.finish().is_err());
+        assert_eq!(q.bool("e"), None);
+        assert_eq!(q.bool("f"), None);
+        assert_eq!(fields_of(q.finish()), ["c", "e", "f"]);
+        // The environment's settings stay lenient.
+        assert_eq!(parse_bool("TRUE"), Some(true));
+    }
+
+    #[test]
+    fn integers_wider_than_64_bits_saturate() {
+        let pairs =
+            parse_query_string("limit=99999999999999999999999&skip=-99999999999999999999&x=1e3");
+        let mut q = Query::new(&pairs);
+        assert_eq!(q.int("limit", 1, None), Some(i64::MAX));
+        assert_eq!(q.int("skip", 0, None), None);
+        assert_eq!(q.int("x", 0, None), None);
+        assert_eq!(fields_of(q.finish()), ["skip", "x"]);
     }
 }

@@ -172,15 +172,15 @@ impl Identity {
         } else {
             Severity::Info
         };
-        publish(
-            &self.bus,
-            Event::new(
-                action,
-                tenant,
-                severity,
-                json!({"user_id": user_id.map(|u| u.to_string()), "resource": resource, "details": input}),
-            ),
-        );
+        // The id of the object acted on, by name, for SIEM receivers (contract 22): a key's
+        // `key_id`, the `target_user_id` of an action on a user (`user_id` is the actor).
+        let mut data = json!({"user_id": user_id.map(|u| u.to_string()), "resource": resource, "details": input});
+        if let Some(id) = resource.strip_prefix("api_key:") {
+            data["key_id"] = json!(id);
+        } else if let Some(id) = resource.strip_prefix("user:") {
+            data["target_user_id"] = json!(id);
+        }
+        publish(&self.bus, Event::new(action, tenant, severity, data));
     }
 
     // ---------------------------------------------------------------- credentials

@@ -829,6 +829,7 @@ impl PolicyService {
                 Severity::Info,
                 json!({
                     "user_id": user_id.map(|u| u.to_string()),
+                    "policy_id": policy.to_string(),
                     "resource": resource,
                     "details": details,
                 }),

@@ -6,7 +6,6 @@
 
 use serde_json::{Map, Value};
 use steward_core::event::{Event, Severity};
-use time::format_description::well_known::Rfc3339;
 
 /// `SIEM_FORMAT`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,7 +108,8 @@ pub fn scrub(value: &Value) -> Value {
 
 /// The export object of an event (the `jsonl` line): `{event_type, timestamp, severity,
 /// tenant_id, source: "steward", version, data}`. Members of a nested `details` object are
-/// lifted into `data` (without overriding) so that receivers see flat ids and e-mails.
+/// lifted into `data` (without overriding) so that receivers see flat ids and e-mails. Members
+/// without a value stay as `null`, as in the WebSocket events (contract 22).
 pub fn record(event: &Event) -> Value {
     let mut data = match scrub(&event.data) {
         Value::Object(m) => m,
@@ -125,10 +125,9 @@ pub fn record(event: &Event) -> Value {
             data.entry(k).or_insert(v);
         }
     }
-    data.retain(|_, v| !v.is_null());
     serde_json::json!({
         "event_type": event.kind,
-        "timestamp": event.timestamp.format(&Rfc3339).unwrap_or_default(),
+        "timestamp": steward_core::clock::format_timestamp(event.timestamp),
         "severity": severity_name(event.severity),
         "tenant_id": event.tenant_id.0.to_string(),
         "source": "steward",
@@ -414,6 +413,25 @@ mod tests {
         assert_eq!(r["data"]["email"], "a@b");
         assert_eq!(r["data"]["key_id"], "k1");
         assert_eq!(r["source"], "steward");
+    }
+
+    #[test]
+    fn nulls_stay_and_timestamps_have_six_digits() {
+        // Probe I F2/F3: `rejection_reason: null` was dropped, and a timestamp whose
+        // microseconds end in 0 lost its trailing zeros.
+        let mut e = Event::new(
+            "hitl.resolved",
+            TenantId(uuid::Uuid::nil()),
+            Severity::Info,
+            json!({"approval_id": "a1", "rejection_reason": null}),
+        );
+        e.timestamp = time::macros::datetime!(2026-11-28 20:29:49.863350 UTC);
+        let r = record(&e);
+        assert_eq!(r["timestamp"], "2026-11-28T20:29:49.863350Z");
+        assert!(r["data"]
+            .as_object()
+            .is_some_and(|d| d.contains_key("rejection_reason")));
+        assert_eq!(r["data"]["rejection_reason"], json!(null));
     }
 
     #[test]

@@ -88,11 +88,11 @@ pub struct Task {
     pub progress: f64,
     pub model_version: Option<i32>,
     pub error: Option<String>,
-    #[serde(with = "time::serde::rfc3339")]
+    #[serde(with = "steward_core::clock::serde_ts")]
     pub created_at: OffsetDateTime,
-    #[serde(with = "time::serde::rfc3339::option")]
+    #[serde(with = "steward_core::clock::serde_ts::option")]
     pub started_at: Option<OffsetDateTime>,
-    #[serde(with = "time::serde::rfc3339::option")]
+    #[serde(with = "steward_core::clock::serde_ts::option")]
     pub finished_at: Option<OffsetDateTime>,
 }
 
@@ -146,7 +146,7 @@ pub struct VersionInfo {
     pub metrics: Value,
     pub sample_count: i64,
     pub task_id: Option<Uuid>,
-    #[serde(with = "time::serde::rfc3339")]
+    #[serde(with = "steward_core::clock::serde_ts")]
     pub created_at: OffsetDateTime,
     pub active: bool,
 }

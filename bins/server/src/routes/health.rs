@@ -120,6 +120,15 @@ pub async fn ready_unversioned(state: web::Data<AppState>) -> HttpResponse {
 /// Prometheus text exposition.
 #[utoipa::path(get, path = "/metrics", tag = "health", security(()), responses((status = 200, content_type = "text/plain")))]
 pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
+    // `background_tasks_in_progress` counts queued tasks too (contract 19.4): the workers set
+    // it when they claim or finish one, so a scrape reads it again, at most once a second.
+    static LAST_COUNT: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+    let now = time::OffsetDateTime::now_utc().unix_timestamp();
+    if LAST_COUNT.swap(now, std::sync::atomic::Ordering::Relaxed) != now {
+        if let Ok(n) = steward_store::jobs::count_active(&state.db).await {
+            metrics::gauge!("background_tasks_in_progress").set(n as f64);
+        }
+    }
     HttpResponse::Ok()
         .insert_header((
             header::CONTENT_TYPE,

@@ -51,5 +51,12 @@ pub fn registrar() -> Registrar {
 pub fn configure(cfg: &mut web::ServiceConfig) {
     registrar().register(cfg);
     cfg.service(SwaggerUi::new("/docs/{_:.*}").url("/openapi.json", crate::openapi::document()));
+    // The document answers GET only; another method is a known path's 405 (contract 3), not
+    // the 404 of no resource (the Swagger UI's route is guarded by the method).
+    cfg.service(web::resource("/openapi.json").to(|| async {
+        actix_web::HttpResponse::MethodNotAllowed()
+            .insert_header((actix_web::http::header::ALLOW, "GET, HEAD"))
+            .finish()
+    }));
     crate::dashboard::configure(cfg);
 }

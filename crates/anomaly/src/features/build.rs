@@ -7,9 +7,9 @@ use super::text::{
     FNV,
 };
 use super::{
-    event_time, is_timestamp, parts, path_hash, prefix_hash, HistoryFeatures, TailEvent, Vocab, Window, BAG,
-    DENSE, HOURS_SPAN_SECONDS,
-    MAX_CATEGORIES, MAX_NUMERIC_KEYS, META, TRIGRAMS, WINDOW,
+    event_time, is_timestamp, parts, path_hash, prefix_hash, HistoryFeatures, TailEvent, Vocab,
+    Window, BAG, DENSE, HOURS_SPAN_SECONDS, MAX_CATEGORIES, MAX_NUMERIC_KEYS, META, TRIGRAMS,
+    WINDOW,
 };
 
 /// Seconds between the earliest and the latest time of the events (`event_time`: a time

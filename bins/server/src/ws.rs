@@ -64,6 +64,9 @@ enum Closing {
     Open,
     UserBlocked,
     TooSlow,
+    /// One of the user's credentials was logged out or its password changed: check this
+    /// connection's credential now rather than at the next ping.
+    Recheck,
 }
 
 struct Conn {
@@ -218,10 +221,14 @@ impl WsHub {
 
     /// Closes every connection of `user` on this instance.
     fn close_user(&self, user: UserId) {
+        self.signal_user(user, Closing::UserBlocked);
+    }
+
+    fn signal_user(&self, user: UserId, signal: Closing) {
         let map = self.lock();
         for conns in map.values() {
             for conn in conns.values().filter(|c| c.user == Some(user)) {
-                let _ = conn.close.send(Closing::UserBlocked);
+                let _ = conn.close.send(signal);
             }
         }
     }
@@ -271,14 +278,16 @@ impl WsHub {
         };
         match event.kind.as_str() {
             "user.blocked" | "user.deleted" => {
-                let user = event
-                    .data
-                    .get("resource")
-                    .and_then(Value::as_str)
-                    .and_then(|r| r.strip_prefix("user:"))
-                    .and_then(|id| id.parse::<UserId>().ok());
-                if let Some(user) = user {
+                if let Some(user) = user_of_event(&event) {
                     self.close_user(user);
+                }
+            }
+            // A session ended (logout, a password changed or reset): that user's connections
+            // check their credential at once (probe I F9: a logged-out token kept its socket
+            // until the next ping).
+            "user.logout" | "user.password_changed" | "user.password_reset" => {
+                if let Some(user) = user_of_event(&event) {
+                    self.signal_user(user, Closing::Recheck);
                 }
             }
             kind if DELIVERED.contains(&kind) => {
@@ -288,6 +297,16 @@ impl WsHub {
             _ => {}
         }
     }
+}
+
+/// The user an identity event is about (`resource` `user:<id>`).
+fn user_of_event(event: &Event) -> Option<UserId> {
+    event
+        .data
+        .get("resource")
+        .and_then(Value::as_str)
+        .and_then(|r| r.strip_prefix("user:"))
+        .and_then(|id| id.parse::<UserId>().ok())
 }
 
 /// `{event, data}` with `tenant_id`, `severity` and `timestamp` in `data` (contract 20).
@@ -415,6 +434,14 @@ async fn serve(
                     match *reg.close.borrow() {
                         Closing::UserBlocked => break Some(CloseReason { code: CloseCode::Policy, description: Some("user blocked".into()) }),
                         Closing::TooSlow => break Some(CloseReason { code: CloseCode::Again, description: Some("send queue full".into()) }),
+                        Closing::Recheck => {
+                            // The revocation's notice to the other instances' caches travels
+                            // beside this event: give it a moment.
+                            tokio::time::sleep(Duration::from_millis(200)).await;
+                            if !recheck.still_valid().await {
+                                break Some(CloseReason { code: CloseCode::Policy, description: Some("credential no longer valid".into()) });
+                            }
+                        }
                         Closing::Open => {}
                     }
                 }

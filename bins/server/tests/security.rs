@@ -1181,9 +1181,12 @@ app_test!(every_role_against_every_operation, SETTINGS, |app| {
         ops += 1;
         for role in Role::ALL {
             let who = w.person(role);
-            // Logout and a password change end or touch the session: a fresh one for them.
-            let user = if op.path.ends_with("/logout") || op.path.ends_with("/change-password") {
+            // Logout ends the session: a fresh one for it. A password change ends the user's
+            // other sessions: a user of that role of its own.
+            let user = if op.path.ends_with("/logout") {
                 w.app.login(&who.email, PASSWORD).await
+            } else if op.path.ends_with("/change-password") {
+                person(w.app, &w.a, role).await.user
             } else {
                 who.user.clone()
             };
@@ -1266,9 +1269,12 @@ app_test!(
         for op in documented() {
             let row = op.row();
             let at = |what: &str| format!("{} {} with {what}", op.method, op.path);
-            // Logout ends the session and a password change touches it: a fresh one for them.
-            let sup = if op.path.ends_with("/logout") || op.path.ends_with("/change-password") {
+            // Logout ends the session: a fresh one for it. A password change ends the user's
+            // other sessions: a super admin of its own.
+            let sup = if op.path.ends_with("/logout") {
                 app.login(&sup_email, PASSWORD).await
+            } else if op.path.ends_with("/change-password") {
+                person(&app, &w.a, Role::SuperAdmin).await.user
             } else {
                 sup.clone()
             };

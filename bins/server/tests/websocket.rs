@@ -245,6 +245,46 @@ async fn a_logged_out_credential_loses_its_connection() {
     wait(&mut staying, "pong", |_| true).await;
 }
 
+#[actix_web::test]
+async fn a_logout_closes_its_socket_at_once_and_only_its_own() {
+    // Pings a minute apart: the logout's event, not the ping, closes the connection (probe I
+    // F9), and the same user's other session keeps its socket.
+    let (app, addr) = served(&[("WS_PING_INTERVAL_SECONDS", "60")]).await;
+    let (_, _, viewer) = users(&app).await;
+    let me = app
+        .call(
+            "GET",
+            "/api/v1/auth/me",
+            &Cred::Jwt(viewer.token.clone()),
+            None,
+        )
+        .await
+        .json();
+    let email = me["email"].as_str().unwrap_or_default().to_owned();
+    let other = app.login(&email, "Test-password-123").await;
+    let mut leaving = open(&addr, &viewer.token).await.unwrap();
+    let mut staying = open(&addr, &other.token).await.unwrap();
+    assert_eq!(next(&mut leaving).await["event"], "system.status");
+    assert_eq!(next(&mut staying).await["event"], "system.status");
+    let r = app
+        .call(
+            "POST",
+            "/api/v1/auth/logout",
+            &Cred::Jwt(viewer.token.clone()),
+            None,
+        )
+        .await;
+    assert_eq!(r.status, 204, "{}", r.text());
+    let frame = closed_within(&mut leaving, 3).await;
+    assert_eq!(frame.code, CloseCode::Policy);
+    assert_eq!(frame.reason, "credential no longer valid");
+    staying
+        .send(Message::Text(json!({"event": "ping"}).to_string()))
+        .await
+        .unwrap();
+    wait(&mut staying, "pong", |_| true).await;
+}
+
 /// The tenant's connection count as a new connection of `user` sees it (that connection
 /// included), then closes that connection.
 async fn connections_seen(addr: &str, user: &User) -> u64 {

@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use diesel::prelude::*;
-use diesel_async::RunQueryDsl;
+use diesel_async::{AsyncConnection, RunQueryDsl};
+use scoped_futures::ScopedFutureExt;
 use serde_json::{json, Value};
 use steward_core::event::{publish, Event, Severity};
 use steward_core::principal::CredentialKind;
@@ -509,6 +510,61 @@ impl Identity {
         )
         .await;
         Ok(())
+    }
+
+    /// Ends a user's sessions: every unrevoked session (an access token and its session key,
+    /// both named by the token's `jti`) but `keep`, the caller's own. Used when a password is
+    /// changed or reset, so that whoever held the old password is signed out everywhere.
+    pub(crate) async fn end_sessions(&self, user: Id, keep: Option<&str>) -> Result<usize> {
+        let now = clock::now();
+        let expires = Ts(now + time::Duration::seconds(self.keys.lifetime_seconds));
+        let keep = keep.map(str::to_owned);
+        let ended = with_conn!(&self.db, conn => {
+            conn.transaction::<_, diesel::result::Error, _>(|conn| {
+                let keep = &keep;
+                async move {
+                    let jtis: Vec<Option<String>> = api_keys::table
+                        .filter(api_keys::user_id.eq(Some(user)))
+                        .filter(api_keys::kind.eq("session"))
+                        .filter(api_keys::revoked_at.is_null())
+                        .select(api_keys::jti)
+                        .load(conn)
+                        .await?;
+                    let jtis: Vec<String> = jtis
+                        .into_iter()
+                        .flatten()
+                        .filter(|j| Some(j) != keep.as_ref())
+                        .collect();
+                    for jti in &jtis {
+                        diesel::insert_into(revoked_tokens::table)
+                            .values((
+                                revoked_tokens::jti.eq(jti),
+                                revoked_tokens::expires_at.eq(expires),
+                            ))
+                            .on_conflict_do_nothing()
+                            .execute(conn)
+                            .await?;
+                    }
+                    diesel::update(
+                        api_keys::table
+                            .filter(api_keys::user_id.eq(Some(user)))
+                            .filter(api_keys::jti.eq_any(jtis.clone()))
+                            .filter(api_keys::revoked_at.is_null()),
+                    )
+                    .set(api_keys::revoked_at.eq(Some(Ts(now))))
+                    .execute(conn)
+                    .await?;
+                    Ok(jtis.len())
+                }
+                .scope_boxed()
+            })
+            .await
+            .db()
+        })?;
+        if ended > 0 {
+            self.credentials_changed().await;
+        }
+        Ok(ended)
     }
 
     /// Removes revocations of tokens that have expired anyway (housekeeping).

@@ -182,24 +182,27 @@ impl Identity {
             .map(str::to_owned);
         let new = f.required_str("new_password", 0, usize::MAX);
         let new = check_password(&mut f, "new_password", new);
-        f.finish()?;
-        let (Some(current), Some(new)) = (current, new) else {
-            return Err(Error::internal_msg("validated password fields missing"));
-        };
         let me = self.me_row(p).await?;
         let Some(stored) = me.password_hash.clone() else {
             return Err(Error::conflict(
                 "single sign-on users have no local password",
             ));
         };
-        if !verify_password_async(stored, current).await? {
-            return Err(Error::invalid_field(
-                "current_password",
-                "is not the current password",
-            ));
+        // Every invalid field is listed (contract 3): a wrong current password beside a
+        // new one that is too short names both.
+        if let Some(current) = current {
+            if !verify_password_async(stored, current).await? {
+                f.error("current_password", "is not the current password");
+            }
         }
+        f.finish()?;
+        let Some(new) = new else {
+            return Err(Error::internal_msg("validated password fields missing"));
+        };
         let hash = hash_password_async(new).await?;
         self.set_password(me.id, hash).await?;
+        // The other sessions end; the caller's own stays.
+        self.end_sessions(me.id, p.jti.as_deref()).await?;
         let id: UserId = me.id.into_id();
         self.record(
             p.tenant,
@@ -233,9 +236,12 @@ impl Identity {
                 f.error("auth_provider", "is not a configured SSO provider");
             }
         }
+        // The provider's subject belongs to a pre-provisioned single sign-on user; a local
+        // user has none (contract 8.1), whatever the body says.
         let external_subject = f
             .optional_str("external_subject", 1, 255)
-            .map(str::to_owned);
+            .map(str::to_owned)
+            .filter(|_| auth_provider.is_some());
         let password = if auth_provider.is_some() {
             if f.present("password") {
                 f.error("password", "must be absent for a single sign-on user");
@@ -253,7 +259,13 @@ impl Identity {
             .optional_enum("role", &ROLE_NAMES)
             .and_then(|r| r.parse::<Role>().ok())
             .unwrap_or(Role::Viewer);
-        let tenant_id = f.optional_uuid("tenant_id");
+        // Only a super admin's `tenant_id` is read; an admin's is ignored (contract 8.2), so
+        // it is not checked either.
+        let tenant_id = if p.is_super_admin() {
+            f.optional_uuid("tenant_id")
+        } else {
+            None
+        };
         f.finish()?;
         let Some(email) = email else {
             return Err(Error::internal_msg("validated e-mail missing"));
@@ -423,6 +435,8 @@ impl Identity {
         };
         let hash = hash_password_async(new).await?;
         self.set_password(target.row.id, hash).await?;
+        // Every session of the user ends (the caller's own too, when it resets itself).
+        self.end_sessions(target.row.id, None).await?;
         self.record(
             target.tenant,
             p.user,
@@ -771,6 +785,99 @@ mod tests {
         }
         let body = json!({"email": "known@race.test", "password": "a-good-password"});
         identity.login(&Body::json(&body)).await.unwrap();
+    });
+
+    // A password changed ends the user's other sessions (tokens and session keys) and keeps
+    // the caller's; a password reset by an admin ends them all (probe H-11).
+    steward_store::db_test!(a_new_password_ends_the_old_sessions, |db| {
+        let (identity, _, key) = with_tenant(&db.pool).await;
+        let body = json!({"email": "s@race.test", "password": "a-good-password", "role": "viewer"});
+        let user = identity
+            .create_user(&key, &Body::json(&body))
+            .await
+            .unwrap();
+        let login = |password: &'static str| {
+            let identity = identity.clone();
+            async move {
+                let body = json!({"email": "s@race.test", "password": password});
+                identity.login(&Body::json(&body)).await.unwrap()
+            }
+        };
+        let (phone, laptop) = (
+            login("a-good-password").await,
+            login("a-good-password").await,
+        );
+        let me = identity
+            .principal_from_jwt(&laptop.access_token)
+            .await
+            .unwrap();
+        let change =
+            json!({"current_password": "a-good-password", "new_password": "another-good-one"});
+        identity
+            .change_password(&me, &Body::json(&change))
+            .await
+            .unwrap();
+        assert!(identity
+            .principal_from_jwt(&laptop.access_token)
+            .await
+            .is_ok());
+        let ended = identity
+            .principal_from_jwt(&phone.access_token)
+            .await
+            .unwrap_err();
+        assert_eq!(ended.kind, ErrorKind::InvalidCredentials, "{ended:?}");
+        let phone_key = phone.api_key.clone();
+        assert!(identity.principal_from_api_key(&phone_key).await.is_err());
+        assert!(identity
+            .principal_from_api_key(&laptop.api_key)
+            .await
+            .is_ok());
+        // A reset by an admin ends every session.
+        let reset = json!({"new_password": "a-third-good-one"});
+        identity
+            .reset_password(&key, &user.id, &Body::json(&reset))
+            .await
+            .unwrap();
+        assert!(identity
+            .principal_from_jwt(&laptop.access_token)
+            .await
+            .is_err());
+        assert!(identity
+            .principal_from_api_key(&laptop.api_key)
+            .await
+            .is_err());
+        let fresh = login("a-third-good-one").await;
+        assert!(identity
+            .principal_from_jwt(&fresh.access_token)
+            .await
+            .is_ok());
+        // A wrong current password and a short new one are both named.
+        let me = identity
+            .principal_from_jwt(&fresh.access_token)
+            .await
+            .unwrap();
+        let bad = json!({"current_password": "not-it-at-all", "new_password": "x"});
+        let e = identity
+            .change_password(&me, &Body::json(&bad))
+            .await
+            .unwrap_err();
+        let fields: Vec<&str> = e.errors.iter().map(|f| f.field.as_str()).collect();
+        assert_eq!(fields, ["new_password", "current_password"], "{e:?}");
+    });
+
+    // Contract 8: a local user has no `external_subject`; an admin's `tenant_id` is ignored,
+    // malformed or not (probe H-6, H-7).
+    steward_store::db_test!(an_admins_create_ignores_what_it_cannot_set, |db| {
+        let (identity, tenant, key) = with_tenant(&db.pool).await;
+        let body = json!({"email": "local@race.test", "password": "a-good-password",
+                          "external_subject": "sub-2", "tenant_id": "garbage"});
+        let user = identity
+            .create_user(&key, &Body::json(&body))
+            .await
+            .unwrap();
+        assert_eq!(user.external_subject, None);
+        assert_eq!(user.auth_provider, None);
+        assert_eq!(user.tenant_id, tenant.to_string());
     });
 
     steward_store::db_test!(a_demoted_actor_changes_nothing, |db| {

@@ -94,6 +94,72 @@ pub fn hidden_tag_chars(text: &str) -> usize {
     hidden + run
 }
 
+/// The byte a variation selector carries in the "emoji smuggling" encoding: U+FE00–U+FE0F
+/// carry 0–15, U+E0100–U+E01EF carry 16–255.
+fn selector_byte(c: char) -> Option<u8> {
+    let u = c as u32;
+    match u {
+        0xFE00..=0xFE0F => u8::try_from(u - 0xFE00).ok(),
+        0xE0100..=0xE01EF => u8::try_from(u - 0xE0100 + 16).ok(),
+        _ => None,
+    }
+}
+
+/// Whether `text` may hold a variation selector: every one is encoded EF B8 8x or F3 A0 8x …
+fn may_hold_selectors(text: &str) -> bool {
+    let b = text.as_bytes();
+    b.contains(&0xEF) || b.contains(&0xF3)
+}
+
+/// Runs of two or more variation selectors: ordinary text has at most one after a character
+/// (an emoji's text or emoji presentation, an ideographic variant), so a longer run carries
+/// bytes. Returns how many selectors such runs hold and the bytes, runs joined by a space.
+fn selector_runs(text: &str) -> (usize, Vec<u8>) {
+    let (mut hidden, mut bytes, mut run) = (0, Vec::new(), Vec::new());
+    let flush = |run: &mut Vec<u8>, hidden: &mut usize, bytes: &mut Vec<u8>| {
+        if run.len() >= 2 {
+            *hidden += run.len();
+            if !bytes.is_empty() {
+                bytes.push(b' ');
+            }
+            bytes.append(run);
+        }
+        run.clear();
+    };
+    for c in text.chars() {
+        match selector_byte(c) {
+            Some(b) => run.push(b),
+            None => flush(&mut run, &mut hidden, &mut bytes),
+        }
+    }
+    flush(&mut run, &mut hidden, &mut bytes);
+    (hidden, bytes)
+}
+
+/// How many variation selectors of `text` carry hidden bytes (runs of two or more).
+pub fn hidden_selector_chars(text: &str) -> usize {
+    if text.is_ascii() || !may_hold_selectors(text) {
+        return 0;
+    }
+    selector_runs(text).0
+}
+
+/// The text hidden in runs of variation selectors, when it reads as text.
+fn decode_selectors(text: &str) -> Option<String> {
+    if text.is_ascii() || !may_hold_selectors(text) {
+        return None;
+    }
+    let (hidden, bytes) = selector_runs(text);
+    if hidden < 4 {
+        return None;
+    }
+    let decoded = String::from_utf8_lossy(&bytes).into_owned();
+    decoded
+        .chars()
+        .any(char::is_alphanumeric)
+        .then_some(decoded)
+}
+
 fn spaced_re() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();
     // Four or more single letters separated by the same kind of filler: "i g n o r e",
@@ -446,6 +512,10 @@ pub fn variants_and_canonical(text: &str) -> (Vec<Variant>, String) {
         push_decoded(joined, "joined spaced-out text", 0, &mut out);
     }
     push_rot13(&revealed, &mut out);
+    // Bytes hidden in a run of variation selectors after a character ("emoji smuggling").
+    if let Some(decoded) = decode_selectors(text) {
+        push_decoded(decoded, "decoded variation selectors", 0, &mut out);
+    }
     out.truncate(MAX_VARIANTS);
     (out, canon)
 }

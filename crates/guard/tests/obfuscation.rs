@@ -1,6 +1,6 @@
 //! Robustness to obfuscation: an attack the guard blocks in plain form is still blocked when
-//! spaced out, in leetspeak, with zero-width characters, with homoglyphs, base64-wrapped or
-//! in Unicode tag characters. Attacks come from the built-in corpus and, when it is beside the
+//! spaced out, in leetspeak, with zero-width characters, with homoglyphs, base64-wrapped, in
+//! Unicode tag characters or in variation selectors after an emoji ("emoji smuggling"). Attacks come from the built-in corpus and, when it is beside the
 //! checkout (CI), from `../shared/guard-data`; each set must hold on its own.
 
 use base64::Engine;
@@ -99,17 +99,31 @@ fn tags(t: &str) -> String {
     format!("Hello! {hidden}")
 }
 
+/// The "emoji smuggling" encoding: each byte of the text as a variation selector after an
+/// emoji (bytes 0–15 as U+FE00–U+FE0F, 16–255 as U+E0100–U+E01EF).
+fn variation_selectors(t: &str) -> String {
+    let hidden: String = t
+        .bytes()
+        .filter_map(|b| match b {
+            0..=15 => char::from_u32(0xFE00 + u32::from(b)),
+            _ => char::from_u32(0xE0100 + u32::from(b) - 16),
+        })
+        .collect();
+    format!("Nice weather today 😀{hidden}")
+}
+
 #[test]
 fn obfuscated_attacks_stay_blocked() {
     let engine = GuardEngine::new(AggregateConfig::default(), steward_guard::bootstrap_model());
     type Transform = (&'static str, fn(&str) -> String);
-    let transforms: [Transform; 6] = [
+    let transforms: [Transform; 7] = [
         ("spaced out", spaced),
         ("leetspeak", leet),
         ("zero-width characters", zero_width),
         ("homoglyphs", homoglyphs),
         ("base64-wrapped", base64_wrapped),
         ("Unicode tag characters", tags),
+        ("variation selectors", variation_selectors),
     ];
     let mut failures = Vec::new();
     for (source, attacks) in attack_sets() {

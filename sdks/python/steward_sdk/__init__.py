@@ -6,15 +6,17 @@
 - :mod:`steward_sdk.integrations`: LangChain, LangGraph and OpenAI Agents SDK adapters.
 """
 
-from ._generated import models
+from . import models
 from ._generated.client import AsyncStewardClient, StewardClient
 from .errors import (
     ActionDenied,
     AgentNotRegistered,
     ApprovalRejected,
     ApprovalTimeout,
+    AuditFailed,
     PromptBlocked,
     StewardAPIError,
+    StewardConnectionError,
     StewardError,
 )
 from .governance import Permit, Steward, ToolSpec, note
@@ -26,12 +28,14 @@ __all__ = [
     "AgentNotRegistered",
     "ApprovalRejected",
     "ApprovalTimeout",
+    "AuditFailed",
     "AsyncStewardClient",
     "Permit",
     "PromptBlocked",
     "Steward",
     "StewardAPIError",
     "StewardClient",
+    "StewardConnectionError",
     "StewardError",
     "ToolSpec",
     "models",

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, Mapping
 
 import httpx
 from pydantic import TypeAdapter
 
-from .errors import StewardAPIError
+from .errors import StewardAPIError, StewardConnectionError
 
 _USER_AGENT = "steward-sdk-python/0.1.0"
 
@@ -35,12 +36,33 @@ def _clean_query(query: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return out or None
 
 
+def _finite(value: Any) -> Any:
+    """JSON has no NaN or infinity: they are sent as null (numpy and pandas results hold them)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
 def _encode_body(body: Any) -> bytes | None:
     if body is None:
         return None
     if hasattr(body, "model_dump"):
         body = body.model_dump(mode="json", exclude_unset=True)
-    return json.dumps(body, separators=(",", ":"), default=str).encode()
+    try:
+        text = json.dumps(body, separators=(",", ":"), default=str, allow_nan=False)
+    except ValueError:
+        text = json.dumps(_finite(body), separators=(",", ":"), default=str, allow_nan=False)
+    return text.encode()
+
+
+def _is_json(ctype: str) -> bool:
+    """``application/json`` or a ``+json`` type; JSON lines (``x-ndjson``) are text."""
+    media = ctype.split(";", 1)[0].strip().lower()
+    return media == "application/json" or media.endswith("+json")
 
 
 def _decode(resp: httpx.Response, adapter: TypeAdapter[Any] | None, method: str, path: str) -> Any:
@@ -53,7 +75,7 @@ def _decode(resp: httpx.Response, adapter: TypeAdapter[Any] | None, method: str,
     if resp.status_code == 204 or not resp.content:
         return None
     ctype = resp.headers.get("content-type", "")
-    if "json" not in ctype:
+    if not _is_json(ctype):
         return resp.text
     if adapter is None:
         return resp.json()
@@ -89,7 +111,10 @@ class BaseClient:
     ) -> Any:
         content = _encode_body(body)
         headers = {"content-type": "application/json"} if content is not None else None
-        resp = self._http.request(method, path, params=_clean_query(query), content=content, headers=headers)
+        try:
+            resp = self._http.request(method, path, params=_clean_query(query), content=content, headers=headers)
+        except httpx.TransportError as e:
+            raise StewardConnectionError(method, path, e) from e
         return _decode(resp, adapter, method, path)
 
     def close(self) -> None:
@@ -131,7 +156,12 @@ class BaseAsyncClient:
     ) -> Any:
         content = _encode_body(body)
         headers = {"content-type": "application/json"} if content is not None else None
-        resp = await self._http.request(method, path, params=_clean_query(query), content=content, headers=headers)
+        try:
+            resp = await self._http.request(
+                method, path, params=_clean_query(query), content=content, headers=headers
+            )
+        except httpx.TransportError as e:
+            raise StewardConnectionError(method, path, e) from e
         return _decode(resp, adapter, method, path)
 
     async def aclose(self) -> None:

@@ -22,6 +22,35 @@ class StewardAPIError(StewardError):
         super().__init__(f"{method} {path} -> {status} {self.code or ''}: {self.detail or ''}".strip())
 
 
+class StewardConnectionError(StewardError):
+    """The server could not be reached or did not answer in time (connection refused or
+    reset, DNS failure, time-out). ``cause`` is the transport's exception."""
+
+    def __init__(self, method: str, path: str, cause: BaseException) -> None:
+        self.method = method
+        self.path = path
+        self.cause = cause
+        super().__init__(f"{method} {path}: {type(cause).__name__}: {cause}")
+
+
+class AuditFailed(StewardError):
+    """The governed tool ran, but its audit entry could not be written.
+
+    ``result`` is the tool's return value (``None`` when the tool raised; ``error`` is then its
+    exception), so that a caller does not run the side effect again to get it; ``cause`` is the
+    error of the audit write.
+    """
+
+    def __init__(self, cause: BaseException, *, result: Any = None, error: BaseException | None = None,
+                 action: str | None = None, resource: str | None = None) -> None:
+        self.cause = cause
+        self.result = result
+        self.error = error
+        self.action = action
+        self.resource = resource
+        super().__init__(f"{action or 'action'} on {resource or '?'} ran, but its audit entry was not written: {cause}")
+
+
 class ActionDenied(StewardError):
     """A governed tool call was refused; ``reason`` is the server's reason.
 

@@ -43,8 +43,11 @@ from .errors import (
     AgentNotRegistered,
     ApprovalRejected,
     ApprovalTimeout,
+    AuditFailed,
     PromptBlocked,
     StewardAPIError,
+    StewardConnectionError,
+    StewardError,
 )
 
 log = logging.getLogger("steward_sdk")
@@ -61,6 +64,13 @@ ContextArg = Union[None, Mapping[str, Any], Callable[..., Mapping[str, Any]]]
 ResourceArg = Union[None, str, Callable[..., str]]
 
 _notes: contextvars.ContextVar[Optional[list[str]]] = contextvars.ContextVar("steward_notes", default=None)
+
+
+def _transient(e: StewardError) -> bool:
+    """An error worth asking again: the server unreachable or answering 5xx. A transient
+    failure while a human decides is polled again, not taken for a refusal (the request stays
+    pending and may still be approved)."""
+    return isinstance(e, StewardConnectionError) or (isinstance(e, StewardAPIError) and e.status >= 500)
 
 
 def note(text: str) -> None:
@@ -225,13 +235,22 @@ class Steward:
         self._lock = threading.Lock()
         self.client = StewardClient(self.base_url, api_key=api_key, timeout=timeout)
         self._aclient: Optional[AsyncStewardClient] = None
+        # The event loop `_aclient` is bound to: an httpx.AsyncClient serves one loop only.
+        self._aclient_loop: Optional[asyncio.AbstractEventLoop] = None
         self._heartbeat: Optional[_Heartbeat] = None
 
     # -- lifecycle -------------------------------------------------------------------------
     @property
     def aclient(self) -> AsyncStewardClient:
-        if self._aclient is None:
+        """The async client of the running event loop (a new one when the loop changed: a
+        second ``asyncio.run`` gets its own; the old loop's client went with it)."""
+        try:
+            loop: Optional[asyncio.AbstractEventLoop] = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if self._aclient is None or (loop is not None and loop is not self._aclient_loop):
             self._aclient = AsyncStewardClient(self.base_url, api_key=self._api_key, timeout=self._timeout)
+            self._aclient_loop = loop
         return self._aclient
 
     def start(self) -> "Steward":
@@ -263,6 +282,7 @@ class Steward:
         if self._aclient is not None:
             await self._aclient.aclose()
             self._aclient = None
+            self._aclient_loop = None
 
     def __enter__(self) -> "Steward":
         return self.start()
@@ -372,9 +392,17 @@ class Steward:
             try:
                 result = run()
             except BaseException as e:
-                self.record(permit, error=e)
+                try:
+                    self.record(permit, error=e)
+                except StewardError as ae:
+                    raise AuditFailed(ae, error=e, action=permit.action, resource=permit.resource) from e
                 raise
-            self.record(permit, output=result)
+            # The tool ran: a failed audit write must not look like a refusal (a caller that
+            # retries a refusal would run the side effect again), so it carries the result.
+            try:
+                self.record(permit, output=result)
+            except StewardError as ae:
+                raise AuditFailed(ae, result=result, action=permit.action, resource=permit.resource) from ae
             return result
         finally:
             _notes.reset(token)
@@ -386,9 +414,15 @@ class Steward:
             try:
                 result = await run()
             except BaseException as e:
-                await self.arecord(permit, error=e)
+                try:
+                    await self.arecord(permit, error=e)
+                except StewardError as ae:
+                    raise AuditFailed(ae, error=e, action=permit.action, resource=permit.resource) from e
                 raise
-            await self.arecord(permit, output=result)
+            try:
+                await self.arecord(permit, output=result)
+            except StewardError as ae:
+                raise AuditFailed(ae, result=result, action=permit.action, resource=permit.resource) from ae
             return result
         finally:
             _notes.reset(token)
@@ -484,7 +518,7 @@ class Steward:
                 try:
                     e = self.record(permit, denied=err)
                     err.audit_id = e.id if e is not None else None
-                except StewardAPIError as ae:  # e.g. 403 agent_suspended: the refusal still stands
+                except StewardError as ae:  # e.g. 403 agent_suspended, unreachable: the refusal stands
                     log.warning("steward: the refusal could not be audited: %s", ae)
             raise err
         permit.decision = d
@@ -502,7 +536,12 @@ class Steward:
                                       severity=d.severity, risk_score=d.risk_score, decision=d)
             time.sleep(delay if deadline is None else max(0.0, min(delay, deadline - time.monotonic())))
             delay = min(delay * self.poll_factor, self.poll_max)
-            req = self.client.hitl_status(req.approval_id)
+            try:
+                req = self.client.hitl_status(req.approval_id)
+            except StewardError as e:
+                if not _transient(e):
+                    raise
+                log.warning("steward: approval %s not read (%s); polling again", req.approval_id, e)
         if req.status != "approved":
             raise ApprovalRejected(
                 f"approval {req.approval_id} {req.status} by {req.approver}: {req.rejection_reason or 'no reason given'}",
@@ -548,7 +587,7 @@ class Steward:
                 try:
                     e = await self.arecord(permit, denied=err)
                     err.audit_id = e.id if e is not None else None
-                except StewardAPIError as ae:  # e.g. 403 agent_suspended: the refusal still stands
+                except StewardError as ae:  # e.g. 403 agent_suspended, unreachable: the refusal stands
                     log.warning("steward: the refusal could not be audited: %s", ae)
             raise err
         permit.decision = d
@@ -566,7 +605,12 @@ class Steward:
                                       severity=d.severity, risk_score=d.risk_score, decision=d)
             await asyncio.sleep(delay if deadline is None else max(0.0, min(delay, deadline - time.monotonic())))
             delay = min(delay * self.poll_factor, self.poll_max)
-            req = await self.aclient.hitl_status(req.approval_id)
+            try:
+                req = await self.aclient.hitl_status(req.approval_id)
+            except StewardError as e:
+                if not _transient(e):
+                    raise
+                log.warning("steward: approval %s not read (%s); polling again", req.approval_id, e)
         if req.status != "approved":
             raise ApprovalRejected(
                 f"approval {req.approval_id} {req.status} by {req.approver}: {req.rejection_reason or 'no reason given'}",

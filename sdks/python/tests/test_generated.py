@@ -62,3 +62,17 @@ async def test_async_client(t1: Tenant) -> None:
         assert got.id == agent.id and got.status == "active"
         st = await c.discovery_integration("agent_framework")
         assert st.integration == "agent_framework" and st.discovery_fallback is True
+
+
+def test_exports_in_json_lines_and_csv_are_text(t1: Tenant) -> None:
+    """JSON lines (the default) and CSV arrive as text; format=json is parsed."""
+    c = StewardClient(URL, api_key=t1.key)
+    agent = t1.agent("export")
+    c.audit_log({"agent_id": agent["id"], "action": "read_data", "resource": "r"})
+    lines = c.audit_export(limit=2)
+    assert isinstance(lines, str) and lines.strip()
+    csv = c.audit_export(format="csv", limit=2)
+    assert isinstance(csv, str) and csv.startswith("id,seq,")
+    parsed = c.audit_export(format="json", limit=2)
+    assert isinstance(parsed, list) and parsed[0].action
+    c.close()

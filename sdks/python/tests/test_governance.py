@@ -251,3 +251,75 @@ def test_bare_approved_flag_follows_the_server_setting(t2: Tenant) -> None:
     if strict:
         assert d.required_approval is True
     s.close()
+
+
+def test_an_audit_failure_after_the_run_carries_the_result(t1: Tenant) -> None:
+    """The tool ran: a failed audit write raises AuditFailed with the result, not a refusal."""
+    from steward_sdk import AuditFailed, StewardAPIError
+
+    s = make(t1)
+    runs = []
+
+    @s.govern(action="read_data", resource="crm/contacts", context=PII_OK)
+    def read() -> dict:
+        runs.append(1)
+        return {"rows": 2}
+
+    def down(*_a, **_k):
+        raise StewardAPIError(503, {"code": "service_unavailable", "detail": "down"}, "POST", "/api/v1/audit/log")
+
+    s.client.audit_log = down  # type: ignore[method-assign]
+    with pytest.raises(AuditFailed) as ei:
+        read()
+    assert runs == [1] and ei.value.result == {"rows": 2}
+    assert not isinstance(ei.value, ActionDenied)
+    s.close()
+
+
+def test_results_holding_nan_are_audited_as_null(t1: Tenant) -> None:
+    s = make(t1)
+
+    @s.govern(action="read_data", resource="stats/mean", context=PII_OK)
+    def stats(col: str) -> dict:
+        return {"mean": float("nan"), "max": float("inf"), "n": 3}
+
+    out = stats("a")
+    assert out["n"] == 3
+    [entry] = t1.audit(s.agent_id)
+    assert entry["output"] == {"result": {"mean": None, "max": None, "n": 3}}
+    s.close()
+
+
+def test_async_tools_on_two_event_loops(t1: Tenant) -> None:
+    """Each asyncio.run has its own loop: the async client follows it."""
+    s = make(t1)
+
+    @s.govern(action="read_data", resource="crm/contacts", context=PII_OK)
+    async def read(x: int) -> int:
+        return x
+
+    assert asyncio.run(read(1)) == 1
+    assert asyncio.run(read(2)) == 2
+    s.close()
+
+
+def test_a_transient_failure_while_waiting_keeps_waiting(t2: Tenant) -> None:
+    from steward_sdk import StewardAPIError
+
+    s = make(t2)
+    real = s.client.hitl_status
+    failures = []
+
+    def flaky(approval_id: str):
+        if not failures:
+            failures.append(approval_id)
+            raise StewardAPIError(503, {"code": "service_unavailable"}, "GET", "/api/v1/hitl/status")
+        return real(approval_id)
+
+    s.client.hitl_status = flaky  # type: ignore[method-assign]
+    governed = s.govern(lambda records: f"exported {records}", name="export", action="export_data",
+                        resource="reports/q3", context=lambda records: {"records": records})
+    with Approver(t2, approve_all):
+        assert governed(5000) == "exported 5000"
+    assert len(failures) == 1
+    s.close()

@@ -20,7 +20,9 @@ export function governTool(steward, aiTool, options = {}) {
     ...aiTool,
     execute: async (input, execOptions) => {
       try {
-        return await steward.call(spec, input, () => execute(input, execOptions));
+        // The run's abort signal also ends a wait for approval (the tool then never runs).
+        const signal = execOptions?.abortSignal;
+        return await steward.call(signal ? { ...spec, signal } : spec, input, () => execute(input, execOptions));
       } catch (e) {
         if (onDeny === 'result' && e instanceof ActionDenied) {
           return { denied: true, reason: e.reason, action: e.action, resource: e.resource };

@@ -22,6 +22,24 @@ export declare class StewardAPIError extends StewardError {
   detail: string | null;
 }
 
+/** The server could not be reached or did not answer in time; `cause` is fetch's error. */
+export declare class StewardConnectionError extends StewardError {
+  method: string;
+  path: string;
+  cause: unknown;
+}
+
+/** The governed tool ran, but its audit entry could not be written. */
+export declare class AuditFailed extends StewardError {
+  cause: unknown;
+  /** The tool's value (undefined when it threw). */
+  result: unknown;
+  /** The tool's exception, when it threw. */
+  error: unknown;
+  action: string | undefined;
+  resource: string | undefined;
+}
+
 /** A governed call was refused; `reason` is the server's reason. */
 export declare class ActionDenied extends StewardError {
   reason: string;
@@ -78,6 +96,8 @@ export interface GovernOptions<A = any> {
   /** Reasoning lines written to the audit entry. */
   reasoning?: string | string[] | ((args: A) => string | string[]);
   approvalTimeoutMs?: number | null;
+  /** Ends a wait for approval when aborted; the tool then does not run. */
+  signal?: AbortSignal;
 }
 
 export interface StewardOptions {
@@ -103,6 +123,10 @@ export interface StewardOptions {
   onApprovalRequest?: (request: HitlRequest) => unknown;
   fetch?: typeof globalThis.fetch;
   client?: StewardClient;
+  /** Time-out of each HTTP call of the governed flow (default 10,000 ms; `timeout` in Python). */
+  timeoutMs?: number;
+  /** Where heartbeat failures are reported (once per streak; default `console`). */
+  logger?: { warn?: (message: string) => void } | null;
 }
 
 /** What `authorize` grants. */
@@ -126,7 +150,9 @@ export declare class Steward {
   findAgent(name: string): Promise<string | null>;
   start(): Promise<this>;
   stop(): void;
-  govern<A, R>(fn: (args: A, ...rest: any[]) => R | Promise<R>, options?: GovernOptions<A>): (args: A, ...rest: any[]) => Promise<R>;
+  /** The same as `stop()`, named as in the Python SDK. */
+  close(): void;
+  govern<A = any, R = any>(fn: (args: A, ...rest: any[]) => R | Promise<R>, options?: GovernOptions<A>): (args: A, ...rest: any[]) => Promise<R>;
   call<A, R>(spec: GovernOptions<A> & { name: string }, args: A, run: () => R | Promise<R>): Promise<R>;
   authorize<A>(spec: GovernOptions<A> & { name: string }, args: A): Promise<Permit<A>>;
   record(permit: Permit, outcome: { output?: unknown; error?: unknown; denied?: ActionDenied }): Promise<AuditEntry | null>;

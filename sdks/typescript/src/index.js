@@ -24,6 +24,40 @@ export class StewardAPIError extends StewardError {
   }
 }
 
+/** The server could not be reached or did not answer in time; `cause` is fetch's error. */
+export class StewardConnectionError extends StewardError {
+  constructor(method, path, cause) {
+    super(`${method} ${path}: ${cause?.name ?? 'Error'}: ${cause?.message ?? cause}`);
+    this.name = 'StewardConnectionError';
+    this.method = method;
+    this.path = path;
+    this.cause = cause;
+  }
+}
+
+/**
+ * The governed tool ran, but its audit entry could not be written. `result` is the tool's
+ * value (undefined when it threw; `error` is then its exception), so that a caller need not run
+ * the side effect again; `cause` is the audit write's error.
+ */
+export class AuditFailed extends StewardError {
+  constructor(cause, { result, error, action, resource } = {}) {
+    super(`${action || 'action'} on ${resource || '?'} ran, but its audit entry was not written: ${cause?.message ?? cause}`);
+    this.name = 'AuditFailed';
+    this.cause = cause;
+    this.result = result;
+    this.error = error;
+    this.action = action;
+    this.resource = resource;
+  }
+}
+
+/** `application/json` or a `+json` type; JSON lines (`x-ndjson`) are text. */
+function isJson(ctype) {
+  const media = ctype.split(';')[0].trim().toLowerCase();
+  return media === 'application/json' || media.endsWith('+json');
+}
+
 export class ActionDenied extends StewardError {
   constructor(reason, { action, resource, severity = null, riskScore = null, decision = null, auditId = null } = {}) {
     super(`${action ?? 'action'} on ${resource ?? '?'} denied: ${reason}`);
@@ -83,6 +117,8 @@ export class StewardClient extends GeneratedClient {
     if (apiKey) this.headers['x-api-key'] = apiKey;
     if (token) this.headers.authorization = `Bearer ${token}`;
     if (adminKey) this.headers['x-admin-key'] = adminKey;
+    // The credentials stay out of JSON.stringify and console.log of the client.
+    Object.defineProperty(this, 'headers', { value: this.headers, enumerable: false, writable: true });
   }
 
   async request(method, path, query, body) {
@@ -101,8 +137,14 @@ export class StewardClient extends GeneratedClient {
       headers['content-type'] = 'application/json';
       payload = JSON.stringify(body);
     }
-    const res = await this._fetch(url, { method, headers, body: payload, signal: AbortSignal.timeout(this.timeoutMs) });
-    const text = await res.text();
+    let res;
+    let text;
+    try {
+      res = await this._fetch(url, { method, headers, body: payload, signal: AbortSignal.timeout(this.timeoutMs) });
+      text = await res.text();
+    } catch (e) {
+      throw new StewardConnectionError(method, path, e);
+    }
     const ctype = res.headers.get('content-type') ?? '';
     if (res.status >= 400) {
       let problem = null;
@@ -110,7 +152,7 @@ export class StewardClient extends GeneratedClient {
       throw new StewardAPIError(res.status, problem, method, path);
     }
     if (res.status === 204 || text === '') return null;
-    return ctype.includes('json') ? JSON.parse(text) : text;
+    return isJson(ctype) ? JSON.parse(text) : text;
   }
 }
 
@@ -121,7 +163,13 @@ export const PROMPT_ARGUMENTS = new Set([
 ]);
 
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+/** Waits `ms`, or less when `signal` aborts (then throws its reason). */
+const sleep = (ms, signal) => new Promise((resolve, reject) => {
+  if (signal?.aborted) { reject(signal.reason ?? new Error('aborted')); return; }
+  const onAbort = () => { clearTimeout(t); reject(signal.reason ?? new Error('aborted')); };
+  const t = setTimeout(() => { signal?.removeEventListener?.('abort', onAbort); resolve(); }, ms);
+  signal?.addEventListener?.('abort', onAbort, { once: true });
+});
 
 function jsonable(v) {
   try {
@@ -136,10 +184,12 @@ export class Steward {
     baseUrl, apiKey, agentId, agentName, register = false, agentType = 'custom', capabilities = [],
     guard = true, approvalTimeoutMs = 300000, pollInitialMs = 200, pollMaxMs = 5000, pollFactor = 2,
     heartbeatIntervalMs = 30000, audit = true, auditDenied = true, source = 'agent_framework',
-    onApprovalRequest, fetch: fetchImpl, client,
+    onApprovalRequest, fetch: fetchImpl, client, timeoutMs, logger = console,
   }) {
     if (!agentId && !agentName) throw new TypeError('Steward needs agentId or agentName');
-    this.client = client ?? new StewardClient({ baseUrl, apiKey, fetch: fetchImpl });
+    this.client = client ?? new StewardClient({ baseUrl, apiKey, fetch: fetchImpl, timeoutMs });
+    this.logger = logger;
+    this._beatFailing = false;
     this._agentId = agentId ?? null;
     this.agentName = agentName ?? null;
     this.register = register;
@@ -198,9 +248,13 @@ export class Steward {
       this._started = (async () => {
         const id = await this.agentId();
         if (this.heartbeatIntervalMs && UUID_RE.test(id ?? '')) {
+          // A failure is logged once per streak of failures; the next interval tries again.
           const beat = () => this.client.agentsHeartbeat(id, { status: 'active' })
-            .then(() => { this.heartbeatsSent += 1; })
-            .catch(() => {});
+            .then(() => { this.heartbeatsSent += 1; this._beatFailing = false; })
+            .catch((e) => {
+              if (!this._beatFailing) this.logger?.warn?.(`steward: heartbeat failed (retrying every ${this.heartbeatIntervalMs} ms): ${e?.message ?? e}`);
+              this._beatFailing = true;
+            });
           this._timer = setInterval(beat, this.heartbeatIntervalMs);
           this._timer.unref?.();
           await beat();
@@ -218,13 +272,18 @@ export class Steward {
     this._started = null;
   }
 
+  /** Stops the heartbeats (the same as `stop()`, named as in the Python SDK). */
+  close() {
+    this.stop();
+  }
+
   /**
    * Govern `fn` (sync or async; called with one object argument, as tools are).
    * Options: name, action, resource (string with {arg} placeholders, or a function of the
    * arguments), context (object or function), guardArgs, reasoning, approvalTimeoutMs.
    */
   govern(fn, options = {}) {
-    const spec = { name: options.name ?? fn.name ?? 'tool', ...options };
+    const spec = { name: options.name ?? (fn.name || 'tool'), ...options };
     const governed = async (args = {}, ...rest) => this.call(spec, args, () => fn(args, ...rest));
     Object.defineProperty(governed, 'name', { value: spec.name });
     governed.stewardSpec = spec;
@@ -233,14 +292,26 @@ export class Steward {
 
   async call(spec, args, run) {
     const permit = await this.authorize(spec, args);
+    // Aborted while it was authorized (an approval that came too late): the tool does not run.
+    if (spec.signal?.aborted) throw spec.signal.reason ?? new Error('aborted');
     let result;
     try {
       result = await run();
     } catch (e) {
-      await this.record(permit, { error: e });
+      try {
+        await this.record(permit, { error: e });
+      } catch (auditError) {
+        throw new AuditFailed(auditError, { error: e, action: permit.action, resource: permit.resource });
+      }
       throw e;
     }
-    await this.record(permit, { output: result });
+    // The tool ran: a failed audit write must not look like a refusal (a caller retrying a
+    // refusal would run the side effect again), so it carries the result.
+    try {
+      await this.record(permit, { output: result });
+    } catch (auditError) {
+      throw new AuditFailed(auditError, { result, action: permit.action, resource: permit.resource });
+    }
     return result;
   }
 
@@ -295,9 +366,16 @@ export class Steward {
           throw new ApprovalTimeout(`no decision on approval ${req.approval_id} within ${timeout} ms (${d.reason})`,
             { approvalId: req.approval_id, ...meta() });
         }
-        await sleep(Math.max(0, Math.min(delay, deadline - Date.now())));
+        await sleep(Math.max(0, Math.min(delay, deadline - Date.now())), spec.signal);
         delay = Math.min(delay * this.pollFactor, this.pollMaxMs);
-        req = await this.client.hitlStatus(req.approval_id);
+        // A transient failure (unreachable, 5xx) while a human decides is polled again, not
+        // taken for a refusal: the request stays pending and may still be approved.
+        try {
+          req = await this.client.hitlStatus(req.approval_id);
+        } catch (e) {
+          const transient = e instanceof StewardConnectionError || (e instanceof StewardAPIError && e.status >= 500);
+          if (!transient) throw e;
+        }
       }
       if (req.status !== 'approved') {
         throw new ApprovalRejected(`approval ${req.approval_id} ${req.status} by ${req.approver}: ${req.rejection_reason ?? 'no reason given'}`,
@@ -324,7 +402,8 @@ export class Steward {
           const entry = await this.record(p, { denied: err });
           err.auditId = entry?.id ?? null;
         } catch (e) {
-          if (!(e instanceof StewardAPIError)) throw e; // e.g. 403 agent_suspended: the refusal still stands
+          // e.g. 403 agent_suspended or the server unreachable: the refusal still stands.
+          if (!(e instanceof StewardError)) throw e;
         }
       }
       throw err;

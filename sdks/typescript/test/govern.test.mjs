@@ -1,8 +1,8 @@
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  ActionDenied, AgentNotRegistered, ApprovalRejected, ApprovalTimeout, PromptBlocked, Steward, StewardAPIError,
-  StewardClient, OPERATION_COUNT,
+  ActionDenied, AgentNotRegistered, ApprovalRejected, ApprovalTimeout, AuditFailed, PromptBlocked, Steward, StewardAPIError,
+  StewardClient, StewardConnectionError, OPERATION_COUNT,
 } from '../src/index.js';
 import { INJECTION, PII_NO_CONSENT, PII_OK, URL, tenant } from './helpers.mjs';
 
@@ -143,4 +143,56 @@ test('a suspended agent is refused with the reason', async () => {
   const res = await fetch(`${URL}/api/v1/agents/${await s.agentId()}/suspend`, { method: 'POST', headers: { 'x-api-key': t1.key } });
   assert.equal(res.status, 200);
   await assert.rejects(f({}), (e) => e instanceof ActionDenied && /suspended/.test(e.reason) && e.auditId === null);
+});
+
+test('a failed audit write after the run is AuditFailed with the result, not a refusal', async () => {
+  const s = await stewardFor(t1);
+  const ran = [];
+  const read = s.govern(async () => { ran.push(1); return { rows: 2 }; },
+    { name: 'read_contacts', action: 'read_data', resource: 'crm/contacts', context: PII_OK });
+  s.client.auditLog = async () => { throw new StewardAPIError(503, { code: 'service_unavailable' }, 'POST', '/api/v1/audit/log'); };
+  await assert.rejects(read({}), (e) => e instanceof AuditFailed && !(e instanceof ActionDenied) && e.result.rows === 2);
+  assert.deepEqual(ran, [1]);
+});
+
+test('a transient failure while waiting for approval keeps waiting', async () => {
+  const s = await stewardFor(t2);
+  const real = s.client.hitlStatus.bind(s.client);
+  let failed = 0;
+  s.client.hitlStatus = async (id) => {
+    if (failed === 0) { failed += 1; throw new StewardConnectionError('GET', `/api/v1/hitl/status/${id}`, new Error('reset')); }
+    return real(id);
+  };
+  const exp = s.govern(({ records }) => `exported ${records}`,
+    { name: 'export', action: 'export_data', resource: 'reports/q3', context: ({ records }) => ({ records }) });
+  const human = t2.approver('approve');
+  try {
+    assert.equal(await exp({ records: 5000 }), 'exported 5000');
+  } finally {
+    await human.stop();
+  }
+  assert.equal(failed, 1);
+});
+
+test('an aborted run stops waiting for approval and never runs the tool', async () => {
+  const s = await stewardFor(t2);
+  const ran = [];
+  const exp = s.govern(({ records }) => { ran.push(records); return 'done'; },
+    { name: 'export', action: 'export_data', resource: 'reports/q4', context: ({ records }) => ({ records }) });
+  const abort = new AbortController();
+  setTimeout(() => abort.abort(new Error('the user gave up')), 300);
+  const started = Date.now();
+  await assert.rejects(s.call({ ...exp.stewardSpec, signal: abort.signal }, { records: 5000 }, () => ran.push(1)),
+    /the user gave up/);
+  assert.ok(Date.now() - started < 5000);
+  assert.deepEqual(ran, []);
+});
+
+test('an unnamed function is governed as tool; an unreachable server is StewardConnectionError', async () => {
+  const s = await stewardFor(t1);
+  const anon = s.govern((() => async () => 1)());
+  assert.equal(anon.stewardSpec.name, 'tool');
+  const c = new StewardClient({ baseUrl: 'http://127.0.0.1:9', apiKey: 'stw_x', timeoutMs: 2000 });
+  await assert.rejects(c.agentsList({}), (e) => e instanceof StewardConnectionError);
+  assert.ok(!JSON.stringify(c).includes('stw_x'));
 });

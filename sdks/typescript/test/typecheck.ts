@@ -15,6 +15,11 @@ async function typed(): Promise<void> {
     context: (a) => ({ records: a.records }),
   });
   const n: number = await exportRows({ table: 'q3', records: 10 });
+  // The docs' form: arguments destructured without an annotation (probe K-8).
+  const exportContacts = steward.govern(async ({ segment, records }) => ({ file: `exports/${segment}.csv`, records }),
+    { name: 'export_contacts', action: 'export_data', resource: 'crm/{segment}', context: ({ records }) => ({ records }) });
+  await exportContacts({ segment: 'churn', records: 1 });
+  steward.close();
   const tools = governTools(steward, { t: { execute: async (x: { q: string }) => x.q } });
   const out: string = await tools.t.execute({ q: 'x' });
   try {

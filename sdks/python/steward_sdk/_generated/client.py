@@ -242,7 +242,7 @@ class StewardClient(BaseClient):
         """DELETE /api/v1/api-keys/{id}: Revoke an API key."""
         self._request("DELETE", f"/api/v1/api-keys/{_q(id)}", adapter=None)
 
-    def audit_export(self, *, format: Optional[Literal["jsonl", "json", "csv"]] = None, limit: Optional[int] = None, agent_id: Optional[str] = None, action: Optional[str] = None, resource: Optional[str] = None) -> list[AuditEntry]:
+    def audit_export(self, *, format: Optional[Literal["jsonl", "json", "csv"]] = None, limit: Optional[int] = None, agent_id: Optional[str] = None, action: Optional[str] = None, resource: Optional[str] = None) -> Union[list[AuditEntry], str]:
         """GET /api/v1/audit/export: Export the audit log (`format` = jsonl, json or csv; at most 10,000 records)."""
         return self._request("GET", "/api/v1/audit/export", query={"format": format, "limit": limit, "agent_id": agent_id, "action": action, "resource": resource}, adapter=_AUDIT_EXPORT.get())  # type: ignore[no-any-return]
 
@@ -670,7 +670,7 @@ class AsyncStewardClient(BaseAsyncClient):
         """DELETE /api/v1/api-keys/{id}: Revoke an API key."""
         await self._request("DELETE", f"/api/v1/api-keys/{_q(id)}", adapter=None)
 
-    async def audit_export(self, *, format: Optional[Literal["jsonl", "json", "csv"]] = None, limit: Optional[int] = None, agent_id: Optional[str] = None, action: Optional[str] = None, resource: Optional[str] = None) -> list[AuditEntry]:
+    async def audit_export(self, *, format: Optional[Literal["jsonl", "json", "csv"]] = None, limit: Optional[int] = None, agent_id: Optional[str] = None, action: Optional[str] = None, resource: Optional[str] = None) -> Union[list[AuditEntry], str]:
         """GET /api/v1/audit/export: Export the audit log (`format` = jsonl, json or csv; at most 10,000 records)."""
         return await self._request("GET", "/api/v1/audit/export", query={"format": format, "limit": limit, "agent_id": agent_id, "action": action, "resource": resource}, adapter=_AUDIT_EXPORT.get())  # type: ignore[no-any-return]
 

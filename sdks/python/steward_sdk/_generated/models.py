@@ -103,7 +103,7 @@ class ApiKeyView(_Model):
     """A personal API key; `key` only in the creation response."""
     created_at: str
     id: str
-    key: Optional[str] = None
+    key: Optional[str] = Field(default=None, repr=False)
     last_used_at: Optional[str] = None
     masked_key: str
     name: str
@@ -249,14 +249,14 @@ class CreateUser(_Model):
     email: str
     external_subject: Optional[str] = None
     full_name: Optional[str] = None
-    password: str = Field(description="Must satisfy the password policy.")
+    password: str = Field(repr=False, description="Must satisfy the password policy.")
     role: Optional[Literal["viewer", "developer", "security_analyst", "admin", "super_admin"]] = None
     tenant_id: Optional[str] = Field(default=None, description="Super admin only: create the user in another tenant.")
 
 
 class CreatedTenant(_Model):
     """A tenant at creation, with its raw key (shown once)."""
-    api_key: str
+    api_key: str = Field(repr=False)
     created_at: str
     id: str
     name: str
@@ -500,13 +500,13 @@ class IntegrationStatus(_Model):
 class Login(_Model):
     """`POST /auth/login`."""
     email: str
-    password: str
+    password: str = Field(repr=False)
 
 
 class LoginResponse(_Model):
     """`LoginResponse` (contract 7.1)."""
-    access_token: str
-    api_key: str
+    access_token: str = Field(repr=False)
+    api_key: str = Field(repr=False)
     expires_in: int
     token_type: str
     user: LoginUser

@@ -1219,7 +1219,7 @@ export interface Operations {
       resource?: string;
     };
     body: never;
-    response: AuditEntry[];
+    response: AuditEntry[] | string;
   };
   audit_export_async: {
     method: "POST";

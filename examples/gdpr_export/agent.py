@@ -56,7 +56,18 @@ def setup(url: str, admin_key: str, super_email: str, super_password: str) -> di
               headers={"Authorization": f"Bearer {su.json()['access_token']}"}).raise_for_status()
     login = http.post("/api/v1/auth/login", json=analyst)
     login.raise_for_status()
-    return {"tenant": t, "key": key, "analyst": analyst, "analyst_token": login.json()["access_token"]}
+    # The agent gets a developer's personal key, never the tenant key: the tenant key acts as an
+    # admin and could approve the agent's own requests (docs/sdk.md).
+    developer = {"email": f"developer-{suffix}@demo.test", "password": f"Developer-{suffix}-pw"}
+    http.post("/api/v1/users", json={**developer, "role": "developer", "tenant_id": t["id"], "full_name": "Agent Owner"},
+              headers={"Authorization": f"Bearer {su.json()['access_token']}"}).raise_for_status()
+    dev = http.post("/api/v1/auth/login", json=developer)
+    dev.raise_for_status()
+    agent_key = http.post("/api/v1/api-keys", json={"name": "crm-exporter"},
+                          headers={"Authorization": f"Bearer {dev.json()['access_token']}"})
+    agent_key.raise_for_status()
+    return {"tenant": t, "key": key, "agent_key": agent_key.json()["key"], "analyst": analyst,
+            "analyst_token": login.json()["access_token"]}
 
 
 def approve(url: str, token: str, approval_id: str, approver: str) -> None:
@@ -99,7 +110,7 @@ def main() -> int:
             threading.Thread(target=ask, daemon=True).start()
         print("[agent] waiting for the decision ...")
 
-    steward = Steward(url, env["key"], agent_name="crm-exporter", register=True, agent_type="tool",
+    steward = Steward(url, env["agent_key"], agent_name="crm-exporter", register=True, agent_type="tool",
                       capabilities=["crm.read", "export"], approval_timeout=a.timeout,
                       on_approval_request=on_approval_request)
 

@@ -1,26 +1,54 @@
 //! `steward`: the server. Configuration comes from the environment (see docs/configuration.md).
 
-use std::process::ExitCode;
-
 use actix_web::{web, HttpServer};
 use steward_server::{build_app, telemetry, AppState, Settings};
 
-fn main() -> ExitCode {
+fn main() {
     let settings = match Settings::from_env() {
         Ok(s) => s,
         Err(e) => {
             eprintln!("steward: {e}");
-            return ExitCode::from(2);
+            std::process::exit(2);
         }
     };
     telemetry::init_logging(settings.log_level, settings.log_json);
-    match actix_web::rt::System::new().block_on(run(settings)) {
-        Ok(()) => ExitCode::SUCCESS,
+    let system = actix_web::rt::System::new();
+    let code = match system.block_on(run(settings)) {
+        Ok(()) => 0,
         Err(e) => {
             tracing::error!(error = %format!("{e:#}"), "start-up failed");
             eprintln!("steward: {e:#}");
-            ExitCode::FAILURE
+            1
         }
+    };
+    // Exit now: dropping the runtime would wait for blocking work the drain abandoned (an
+    // export still being built), past the 10 s the supervisor was promised. Every write that
+    // was answered is durable already.
+    std::process::exit(code)
+}
+
+/// SIGTERM or SIGINT (Ctrl-C): both drain (actix-server's own handling stops at once on
+/// SIGINT).
+async fn stop_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGTERM; SIGINT only");
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
     }
 }
 
@@ -60,7 +88,14 @@ async fn run(settings: Settings) -> anyhow::Result<()> {
         tracing::info!("Steward {} listening on http://{a}", steward_core::VERSION);
     }
     // SIGTERM / SIGINT: stop accepting, let in-flight requests finish for up to 10 s, exit 0.
-    server.shutdown_timeout(10).run().await?;
+    let server = server.disable_signals().shutdown_timeout(10).run();
+    let handle = server.handle();
+    actix_web::rt::spawn(async move {
+        stop_signal().await;
+        tracing::info!("stopping: draining in-flight requests for up to 10 s");
+        handle.stop(true).await;
+    });
+    server.await?;
     // Events still queued in memory for SIEM export go to the outbox before exiting.
     state.siem.shutdown().await;
     tracing::info!("stopped");

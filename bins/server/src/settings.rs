@@ -236,6 +236,18 @@ impl<F: Fn(&str) -> Option<String>> Reader<F> {
         self.raw(name)
     }
 
+    /// A path to a file that must be readable now (refused at start-up, not at first use).
+    fn readable_file(&mut self, name: &str) -> Option<String> {
+        let path = self.raw(name)?;
+        match std::fs::File::open(&path) {
+            Ok(_) => Some(path),
+            Err(e) => {
+                self.fail(name, &path, format!("cannot read the file: {e}"));
+                None
+            }
+        }
+    }
+
     fn parse<T: FromStr>(&mut self, name: &str, default: T, what: &str) -> T {
         match self.raw(name) {
             None => default,
@@ -554,7 +566,7 @@ impl Settings {
             host: r.string("SIEM_HOST", "localhost"),
             port: r.parse("SIEM_PORT", 514, "a port number (0-65535)"),
             tls: r.bool("SIEM_TLS", false),
-            tls_ca_file: r.optional("SIEM_TLS_CA_FILE"),
+            tls_ca_file: r.readable_file("SIEM_TLS_CA_FILE"),
             batch_size: r.positive("SIEM_BATCH_SIZE", 100) as usize,
             batch_timeout_seconds: r.positive("SIEM_BATCH_TIMEOUT", 5),
             max_retries: r.parse("SIEM_MAX_RETRIES", 3, "a non-negative integer"),
@@ -749,6 +761,14 @@ mod tests {
             "{err}"
         );
         assert!(!err.contains("hunter2"), "{err}");
+    }
+
+    #[test]
+    fn a_missing_siem_ca_file_is_refused_at_start_up() {
+        let err = settings(&[("SIEM_TLS_CA_FILE", "/nonexistent/ca.pem")])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("SIEM_TLS_CA_FILE"), "{err}");
     }
 
     #[test]

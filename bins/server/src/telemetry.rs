@@ -20,7 +20,9 @@ use crate::settings::LogLevel;
 /// is at fault and was answered 400/431/408: anyone could otherwise fill the log at ERROR
 /// level without a credential. `LOG_LEVEL=debug` shows them again.
 fn default_directives(level: LogLevel) -> String {
-    let mut d = format!("{},actix_server=warn", level.filter());
+    // The PostgreSQL driver logs every query's parameters at DEBUG (password and key hashes,
+    // tenants' audit data): never below INFO, whatever LOG_LEVEL says.
+    let mut d = format!("{},actix_server=warn,tokio_postgres=info", level.filter());
     if !matches!(level, LogLevel::Debug) {
         d.push_str(",actix_http::h1::dispatcher=off");
     }
@@ -201,6 +203,20 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_database_driver_never_logs_query_parameters() {
+        // tokio_postgres logs every parameter at DEBUG (probe J: password and key hashes).
+        for level in [LogLevel::Debug, LogLevel::Info] {
+            let d = default_directives(level);
+            let filter = EnvFilter::new(&d);
+            assert!(d.contains("tokio_postgres=info"), "{d}");
+            assert!(
+                filter.to_string().contains("tokio_postgres=info"),
+                "{filter}"
+            );
+        }
+    }
 
     #[test]
     fn codec_errors_are_hidden_below_debug() {

@@ -532,6 +532,10 @@ impl AuditService {
                         }
                         match c.service.batch(c.tenant, &c.filters, c.before, want).await {
                             Err(e) => {
+                                // The status line (200) is sent already: the body is cut short,
+                                // which the client sees as an incomplete transfer; say it here.
+                                tracing::warn!(tenant = %c.tenant.0, error = %e,
+                                    "audit export stopped part-way; the response was cut short");
                                 c.state = 3;
                                 return Some((Err(e), c));
                             }

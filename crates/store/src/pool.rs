@@ -42,14 +42,31 @@ impl std::fmt::Debug for DbTarget {
     }
 }
 
-/// Hides the password of a URL for logs.
+/// Hides the password of a URL for logs: the `user:password@` part and a `password` query
+/// parameter (libpq's form, also `sslpassword`).
 pub fn redact_url(raw: &str) -> String {
     match url::Url::parse(raw) {
-        Ok(mut u) if u.password().is_some() => {
-            let _ = u.set_password(Some("***"));
+        Ok(mut u) => {
+            if u.password().is_some() {
+                let _ = u.set_password(Some("***"));
+            }
+            let secret = |k: &str| k.to_ascii_lowercase().contains("password");
+            if u.query_pairs().any(|(k, _)| secret(&k)) {
+                let pairs: Vec<(String, String)> = u
+                    .query_pairs()
+                    .map(|(k, v)| {
+                        let v = if secret(&k) {
+                            "***".to_owned()
+                        } else {
+                            v.into_owned()
+                        };
+                        (k.into_owned(), v)
+                    })
+                    .collect();
+                u.query_pairs_mut().clear().extend_pairs(pairs);
+            }
             u.to_string()
         }
-        Ok(u) => u.to_string(),
         Err(_) => "<unparseable url>".to_owned(),
     }
 }
@@ -419,5 +436,8 @@ mod tests {
             redact_url("postgres://u:secret@h/db"),
             "postgres://u:***@h/db"
         );
+        let q = redact_url("postgres://u@h/db?sslmode=require&password=secret&sslpassword=s2");
+        assert!(!q.contains("secret") && !q.contains("s2"), "{q}");
+        assert!(q.contains("sslmode=require"), "{q}");
     }
 }

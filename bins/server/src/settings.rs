@@ -595,7 +595,8 @@ impl Settings {
                     DEV_SUPER_ADMIN_PASSWORD,
                 ),
             ] {
-                if r.raw(name).is_none() || value == default {
+                // A default padded with spaces is the default all the same.
+                if r.raw(name).is_none() || value.trim() == default {
                     r.errors.push(format!(
                         "{name}: must be set to a non-default value when ENVIRONMENT=production"
                     ));
@@ -732,6 +733,19 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(short.contains("at least 32"), "{short}");
+        let padded = settings(&[
+            ("ENVIRONMENT", "production"),
+            ("SECRET_KEY", "0123456789abcdef0123456789abcdef-prod"),
+            ("ADMIN_API_KEY", " dev-admin-key-change-me "),
+            ("WEBHOOK_SECRET", "b"),
+            ("SUPER_ADMIN_PASSWORD", " change-me-now "),
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(
+            padded.contains("ADMIN_API_KEY") && padded.contains("SUPER_ADMIN_PASSWORD"),
+            "{padded}"
+        );
         assert!(settings(&[
             ("ENVIRONMENT", "production"),
             ("SECRET_KEY", "0123456789abcdef0123456789abcdef-prod"),

@@ -90,9 +90,12 @@ async fn run(settings: Settings) -> anyhow::Result<()> {
     // SIGTERM / SIGINT: stop accepting, let in-flight requests finish for up to 10 s, exit 0.
     let server = server.disable_signals().shutdown_timeout(10).run();
     let handle = server.handle();
+    let ws = state.ws.clone();
     actix_web::rt::spawn(async move {
         stop_signal().await;
         tracing::info!("stopping: draining in-flight requests for up to 10 s");
+        // Live event connections would hold the drain for its whole 10 s: they are told to go.
+        ws.close_all();
         handle.stop(true).await;
     });
     server.await?;

@@ -67,6 +67,9 @@ enum Closing {
     /// One of the user's credentials was logged out or its password changed: check this
     /// connection's credential now rather than at the next ping.
     Recheck,
+    /// The server is stopping: close with 1001 so that the client reconnects elsewhere and
+    /// the drain does not wait for the connection.
+    Stopping,
 }
 
 struct Conn {
@@ -222,6 +225,17 @@ impl WsHub {
     /// Closes every connection of `user` on this instance.
     fn close_user(&self, user: UserId) {
         self.signal_user(user, Closing::UserBlocked);
+    }
+
+    /// Closes every connection of this instance with 1001 "server shutting down" (on SIGTERM or
+    /// SIGINT, before the drain).
+    pub fn close_all(&self) {
+        let map = self.lock();
+        for conns in map.values() {
+            for conn in conns.values() {
+                let _ = conn.close.send(Closing::Stopping);
+            }
+        }
     }
 
     fn signal_user(&self, user: UserId, signal: Closing) {
@@ -434,6 +448,7 @@ async fn serve(
                     match *reg.close.borrow() {
                         Closing::UserBlocked => break Some(CloseReason { code: CloseCode::Policy, description: Some("user blocked".into()) }),
                         Closing::TooSlow => break Some(CloseReason { code: CloseCode::Again, description: Some("send queue full".into()) }),
+                        Closing::Stopping => break Some(CloseReason { code: CloseCode::Away, description: Some("server shutting down".into()) }),
                         Closing::Recheck => {
                             // The revocation's notice to the other instances' caches travels
                             // beside this event: give it a moment.

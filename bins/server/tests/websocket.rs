@@ -285,6 +285,20 @@ async fn a_logout_closes_its_socket_at_once_and_only_its_own() {
     wait(&mut staying, "pong", |_| true).await;
 }
 
+#[actix_web::test]
+async fn a_stopping_server_tells_its_clients_to_go() {
+    // On SIGTERM/SIGINT the server closes every connection with 1001 before the drain, so
+    // that they neither hold the drain for its 10 s nor see the connection just drop.
+    let (app, addr) = served(&[]).await;
+    let (_, analyst, _) = users(&app).await;
+    let mut s = open(&addr, &analyst.token).await.unwrap();
+    assert_eq!(next(&mut s).await["event"], "system.status");
+    app.state.ws.close_all();
+    let frame = closed_within(&mut s, 3).await;
+    assert_eq!(frame.code, CloseCode::Away);
+    assert_eq!(frame.reason, "server shutting down");
+}
+
 /// The tenant's connection count as a new connection of `user` sees it (that connection
 /// included), then closes that connection.
 async fn connections_seen(addr: &str, user: &User) -> u64 {

@@ -26,11 +26,30 @@ pub const MAX_ACTIVE_EXPORTS: usize = 10;
 
 /// Largest synchronous export.
 pub const SYNC_LIMIT: i64 = 10_000;
-/// Records read per database round trip while exporting.
+/// Most records read per database round trip while exporting.
 const BATCH: i64 = 1_000;
 
-/// Entries read per query by an export job.
+/// Most entries read per query by an export job.
 const JOB_BATCH: i64 = 5_000;
+
+/// Records of the first read of an export: later reads are sized from the bytes per record seen
+/// so far ([`next_batch`]), so that a log of large entries (up to 1 MiB each) is not read a
+/// thousand at a time.
+const FIRST_BATCH: i64 = 100;
+/// The bytes a synchronous export aims to hold per read (one chunk of the response).
+const CHUNK_BYTES: usize = 8 << 20;
+/// The bytes an export job aims to hold per read (two reads are in flight: one being read,
+/// one being written).
+const JOB_CHUNK_BYTES: usize = 16 << 20;
+
+/// The size of the next read: as many records as fit `target` bytes at the size per record of
+/// the last read (`bytes` for `count` records), between 1 and `max`.
+fn next_batch(bytes: usize, count: usize, target: usize, max: i64) -> i64 {
+    let per_record = (bytes / count.max(1)).max(1);
+    i64::try_from(target / per_record)
+        .unwrap_or(max)
+        .clamp(1, max)
+}
 
 /// How often an export job reports progress (and renews its lease, `LEASE` long unless
 /// `JOB_LEASE_SECONDS` says otherwise).
@@ -286,6 +305,8 @@ struct Cursor {
     format: Format,
     first: bool,
     state: u8, // 0 = head, 1 = records, 2 = tail, 3 = done
+    /// Records of the next read ([`next_batch`]).
+    batch: i64,
 }
 
 /// An entry with its JSON columns as stored text.
@@ -513,6 +534,7 @@ impl AuditService {
             format,
             first: true,
             state: 0,
+            batch: FIRST_BATCH,
         };
         stream::unfold(cursor, |mut c| async move {
             loop {
@@ -525,7 +547,7 @@ impl AuditService {
                         }
                     }
                     1 => {
-                        let want = c.remaining.map_or(BATCH, |r| r.min(BATCH));
+                        let want = c.remaining.map_or(c.batch, |r| r.min(c.batch));
                         if want <= 0 {
                             c.state = 2;
                             continue;
@@ -547,6 +569,8 @@ impl AuditService {
                                     c.first = false;
                                 }
                                 c.before = entries.last().map(|e| e.seq);
+                                c.batch =
+                                    next_batch(chunk.len(), entries.len(), CHUNK_BYTES, BATCH);
                                 if let Some(r) = c.remaining.as_mut() {
                                     *r -= entries.len() as i64;
                                 }
@@ -736,7 +760,8 @@ impl AuditService {
         // Progress (and the lease) is renewed at most once a second, not per batch: each
         // renewal is a commit.
         let mut reported = std::time::Instant::now();
-        let first = remaining.map_or(JOB_BATCH, |r| r.min(JOB_BATCH));
+        let mut size = FIRST_BATCH;
+        let first = remaining.map_or(size, |r| r.min(size));
         let mut entries = if first > 0 {
             self.job_batch(format, tenant, &filters, None, first)
                 .await?
@@ -750,8 +775,9 @@ impl AuditService {
                 *r -= entries.len() as i64;
             }
             let full = entries.len() as i64 == want;
+            let count = entries.len();
             let before = entries.last_seq();
-            let next_want = remaining.map_or(JOB_BATCH, |r| r.min(JOB_BATCH));
+            let next_want = remaining.map_or(size, |r| r.min(size));
             let next = async {
                 if full && next_want > 0 {
                     self.job_batch(format, tenant, &filters, before, next_want)
@@ -767,6 +793,8 @@ impl AuditService {
             };
             let (next, wrote) = tokio::join!(next, write);
             wrote?;
+            // Sized from this batch's bytes; the read already under way keeps its size.
+            size = next_batch(chunk.len(), count, JOB_CHUNK_BYTES, JOB_BATCH);
             entries = next?;
             want = next_want;
             if reported.elapsed() >= PROGRESS_EVERY {
@@ -910,6 +938,17 @@ async fn remove_abandoned(dir: &Path, id: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_are_sized_by_the_bytes_per_record() {
+        // Ordinary entries (~500 bytes): the most a read takes.
+        assert_eq!(next_batch(50_000, 100, CHUNK_BYTES, BATCH), BATCH);
+        // Entries of 1 MiB: eight per read of 8 MiB, not a thousand.
+        assert_eq!(next_batch(100 << 20, 100, CHUNK_BYTES, BATCH), 8);
+        // Larger than the target: one at a time; nothing read yet: the most.
+        assert_eq!(next_batch(40 << 20, 2, CHUNK_BYTES, BATCH), 1);
+        assert_eq!(next_batch(0, 0, CHUNK_BYTES, BATCH), BATCH);
+    }
     use time::macros::datetime;
 
     #[test]

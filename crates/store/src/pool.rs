@@ -90,6 +90,22 @@ impl DbTarget {
             }
             Ok(DbTarget::Sqlite(PathBuf::from(rest)))
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            // A malformed URL is a configuration error now, not 20 s of retries at start-up.
+            // (A multi-host URL, `postgres://h1,h2/db`, is the driver's to read.)
+            let authority = url
+                .split("://")
+                .nth(1)
+                .unwrap_or("")
+                .split('/')
+                .next()
+                .unwrap_or("");
+            if !authority.contains(',') {
+                if let Err(e) = url::Url::parse(url) {
+                    return Err(format!(
+                        "not a valid PostgreSQL URL ({e}): use postgres://USER[:PASSWORD]@HOST[:PORT]/DB"
+                    ));
+                }
+            }
             Ok(DbTarget::Postgres(url.to_owned()))
         } else {
             let scheme = url.split(':').next().unwrap_or(url);
@@ -426,6 +442,14 @@ mod tests {
             Ok(Backend::Postgres)
         );
         assert!(DbTarget::parse("mysql://u@h/db").is_err());
+        // Malformed: refused at once, without the password in the message.
+        let e = DbTarget::parse("postgres://u:hunter2@[::1/db").unwrap_err();
+        assert!(
+            e.contains("not a valid PostgreSQL URL") && !e.contains("hunter2"),
+            "{e}"
+        );
+        assert!(DbTarget::parse("postgres://u@h1:5432,h2:5432/db").is_ok());
+        assert!(DbTarget::parse("postgres://u@[::1]:5432/db?sslmode=disable").is_ok());
         assert!(DbTarget::parse("sqlite://").is_err());
         assert!(DbTarget::parse("").is_err());
     }

@@ -99,6 +99,15 @@ async fn run(settings: Settings) -> anyhow::Result<()> {
         handle.stop(true).await;
     });
     server.await?;
+    // Exports, trainings and clustering this instance was running go back to the queue, so
+    // another instance (or this one, restarted) takes them up at once, not after the lease.
+    match steward_store::jobs::release_held(&state.db).await {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(jobs = n, "running background jobs put back in the queue"),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot put running jobs back in the queue; they resume when their lease runs out")
+        }
+    }
     // Events still queued in memory for SIEM export go to the outbox before exiting.
     state.siem.shutdown().await;
     tracing::info!("stopped");

@@ -349,6 +349,32 @@ pub async fn fail(db: &DbPool, id: Id, error: &str) -> Result<()> {
     Ok(())
 }
 
+/// Puts back in the queue every job this instance is running, at a graceful stop: another
+/// instance claims it at once instead of after the lease, and the attempt a planned stop cut
+/// short does not count towards `MAX_ATTEMPTS`. This instance's workers can no longer renew,
+/// complete or fail those attempts (they hold no lease); returns how many were released.
+pub async fn release_held(db: &DbPool) -> Result<usize> {
+    let owner = instance_id();
+    with_conn!(db, conn => {
+        diesel::update(
+            jobs::table
+                .filter(jobs::status.eq("running"))
+                .filter(jobs::lease_owner.eq(owner)),
+        )
+        .set((
+            jobs::status.eq("queued"),
+            jobs::lease_owner.eq(None::<String>),
+            jobs::lease_expires_at.eq(None::<Ts>),
+            jobs::attempts.eq(jobs::attempts - 1),
+            jobs::started_at.eq(None::<Ts>),
+            jobs::progress.eq(0.0),
+        ))
+        .execute(conn)
+        .await
+        .db()
+    })
+}
+
 /// Fails a job whose instances died `MAX_ATTEMPTS` times (its lease expired; nobody holds it).
 async fn fail_exhausted(db: &DbPool, id: Id, error: &str, now: Ts) -> Result<()> {
     with_conn!(db, conn => {

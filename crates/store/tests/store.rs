@@ -192,20 +192,8 @@ db_test!(
     |db| {
         use std::time::Duration;
         use steward_store::jobs;
-        let tenant = steward_core::TenantId::new();
-        // A tenant row for the foreign key.
         let pool = &db.pool;
-        let row = TenantRow {
-            id: Id(tenant.0),
-            name: "jobs".into(),
-            settings: Json(json!({})),
-            created_at: Ts::from(steward_core::clock::now()),
-        };
-        let r: Result<usize, steward_core::Error> = async {
-        with_conn!(pool, conn => diesel::insert_into(tenants::table).values(&row).execute(conn).await.db())
-    }
-    .await;
-        r.unwrap();
+        let tenant = insert_tenant(pool, "jobs").await;
         let job = jobs::enqueue(pool, tenant, "k", json!({"x": 1}))
             .await
             .unwrap();
@@ -264,19 +252,8 @@ db_test!(
     |db| {
         use std::time::Duration;
         use steward_store::jobs;
-        let tenant = steward_core::TenantId::new();
         let pool = &db.pool;
-        let row = TenantRow {
-            id: Id(tenant.0),
-            name: "jobs-owner".into(),
-            settings: Json(json!({})),
-            created_at: Ts::from(steward_core::clock::now()),
-        };
-        let r: Result<usize, steward_core::Error> = async {
-        with_conn!(pool, conn => diesel::insert_into(tenants::table).values(&row).execute(conn).await.db())
-    }
-    .await;
-        r.unwrap();
+        let tenant = insert_tenant(pool, "jobs-owner").await;
         let job = jobs::enqueue(pool, tenant, "owned", json!({}))
             .await
             .unwrap();
@@ -306,6 +283,60 @@ db_test!(
         assert_eq!(row.status, "running");
         assert_eq!(row.lease_owner.as_deref(), Some("other-instance"));
         assert_eq!(row.error, None);
+    }
+);
+
+/// A tenant row for the jobs' foreign key.
+async fn insert_tenant(pool: &steward_store::DbPool, name: &str) -> steward_core::TenantId {
+    let tenant = steward_core::TenantId::new();
+    let row = TenantRow {
+        id: Id(tenant.0),
+        name: name.into(),
+        settings: Json(json!({})),
+        created_at: Ts::from(steward_core::clock::now()),
+    };
+    let r: Result<usize, steward_core::Error> = async {
+        with_conn!(pool, conn => diesel::insert_into(tenants::table).values(&row).execute(conn).await.db())
+    }
+    .await;
+    r.unwrap();
+    tenant
+}
+
+db_test!(
+    a_graceful_stop_puts_its_running_jobs_back_in_the_queue,
+    |db| {
+        use std::time::Duration;
+        use steward_store::jobs;
+        let pool = &db.pool;
+        let tenant = insert_tenant(pool, "jobs-stop").await;
+        let job = jobs::enqueue(pool, tenant, "stop", json!({}))
+            .await
+            .unwrap();
+        let mine = jobs::claim(pool, "stop", Duration::from_secs(300))
+            .await
+            .unwrap();
+        assert_eq!(mine.map(|j| j.attempts), Some(1));
+        assert_eq!(jobs::release_held(pool).await.unwrap(), 1);
+        let row = jobs::get(pool, tenant, "stop", job.id.0)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(row.status, "queued");
+        assert_eq!(row.lease_owner, None);
+        assert_eq!(row.attempts, 0, "a planned stop is not a failed attempt");
+        // The former holder can no longer complete it; another instance claims it at once,
+        // long before the 300 s lease would have run out.
+        let done = jobs::complete(pool, job.id, json!({})).await;
+        assert_eq!(done.unwrap_err().kind, steward_core::ErrorKind::Conflict);
+        let kinds = ["stop".to_owned()];
+        let theirs =
+            jobs::claim_kinds(pool, &kinds, "other-instance", Duration::from_secs(30), "x")
+                .await
+                .unwrap();
+        assert_eq!(theirs.map(|j| (j.id, j.attempts)), Some((job.id, 1)));
+        // A job another instance holds is not this instance's to release.
+        assert_eq!(jobs::release_held(pool).await.unwrap(), 0);
     }
 );
 

@@ -299,6 +299,18 @@ def response_schema(op: dict) -> tuple[dict | None, str]:
     return None, "empty"
 
 
+def signed(op: dict, spec: dict) -> bool:
+    """Whether the operation needs the X-Webhook-Signature header (its security names an apiKey
+    scheme of that header)."""
+    schemes = spec.get("components", {}).get("securitySchemes", {})
+    for req in op.get("security", spec.get("security", [])) or []:
+        for name in req:
+            sc = schemes.get(name, {})
+            if sc.get("type") == "apiKey" and str(sc.get("name", "")).lower() == "x-webhook-signature":
+                return True
+    return False
+
+
 def gen_client(spec: dict, models: ModelGen) -> str:
     ops = []
     for path, item in spec.get("paths", {}).items():
@@ -372,6 +384,10 @@ def gen_client(spec: dict, models: ModelGen) -> str:
         if body_arg:
             call_args.append(f"body={body_arg}")
         call_args.append(f"adapter={adapter_expr}")
+        if signed(op, spec):
+            # The transport signs these requests (steward_sdk._transport.WEBHOOK_PATHS).
+            summary += (" The client's ``webhook_secret`` signs the body; without one, StewardConfigError"
+                        " before anything is sent.")
         doc = f'        """{method.upper()} {path}' + (f": {summary}" if summary else "") + '"""'
         sig = ", ".join(args)
         call = f"self._request({', '.join(call_args)})"
@@ -422,7 +438,8 @@ def gen_client(spec: dict, models: ModelGen) -> str:
     out.append("")
     out.append("")
     out.append("class StewardClient(BaseClient):")
-    out.append('    """Synchronous client (httpx). Credentials: ``api_key`` (X-API-Key), ``token`` (JWT), ``admin_key``."""')
+    out.append('    """Synchronous client (httpx). Credentials: ``api_key`` (X-API-Key), ``token`` (JWT), ``admin_key``;')
+    out.append('    ``webhook_secret`` (the server\'s WEBHOOK_SECRET) signs ``POST /webhooks/agent``."""')
     out.append("")
     out.append("\n".join(sync_methods))
     out.append("")

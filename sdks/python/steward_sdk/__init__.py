@@ -4,10 +4,12 @@
   generated from ``/openapi.json`` (``steward_sdk._generated``).
 - :class:`Steward`: the governance layer, ``Steward(...).govern(tool)``.
 - :mod:`steward_sdk.integrations`: LangChain, LangGraph and OpenAI Agents SDK adapters.
+- :func:`sign_webhook` / :func:`verify_webhook`: the ``X-Webhook-Signature`` of ``POST /webhooks/agent``.
 """
 
 from . import models
 from ._generated.client import AsyncStewardClient, StewardClient
+from ._transport import WEBHOOK_SIGNATURE_HEADER, sign_webhook, verify_webhook
 from .errors import (
     ActionDenied,
     AgentNotRegistered,
@@ -16,6 +18,7 @@ from .errors import (
     AuditFailed,
     PromptBlocked,
     StewardAPIError,
+    StewardConfigError,
     StewardConnectionError,
     StewardError,
 )
@@ -35,9 +38,13 @@ __all__ = [
     "Steward",
     "StewardAPIError",
     "StewardClient",
+    "StewardConfigError",
     "StewardConnectionError",
     "StewardError",
     "ToolSpec",
+    "WEBHOOK_SIGNATURE_HEADER",
     "models",
     "note",
+    "sign_webhook",
+    "verify_webhook",
 ]

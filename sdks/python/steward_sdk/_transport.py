@@ -2,16 +2,100 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import math
-from typing import Any, Mapping
+from typing import Any, Mapping, Union
 
 import httpx
 from pydantic import TypeAdapter
 
-from .errors import StewardAPIError, StewardConnectionError
+from .errors import StewardAPIError, StewardConfigError, StewardConnectionError
 
 _USER_AGENT = "steward-sdk-python/0.1.0"
+
+#: Paths whose requests are signed with the client's ``webhook_secret`` (contract 21).
+WEBHOOK_PATHS = frozenset({"/webhooks/agent"})
+#: The header that carries the signature, ``sha256=<lower-case hex HMAC-SHA256 of the body>``.
+WEBHOOK_SIGNATURE_HEADER = "X-Webhook-Signature"
+
+Bytes = Union[bytes, bytearray, memoryview]
+
+
+def _as_bytes(value: Union[str, Bytes], what: str) -> bytes:
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    raise TypeError(f"{what} must be bytes or str, not {type(value).__name__}")
+
+
+def _secret_bytes(secret: Union[str, Bytes, None]) -> bytes:
+    if secret is None or len(secret) == 0:
+        raise StewardConfigError("the webhook secret is empty: pass the server's WEBHOOK_SECRET")
+    return _as_bytes(secret, "the webhook secret")
+
+
+def sign_webhook(secret: Union[str, Bytes], body: Union[str, Bytes]) -> str:
+    """The ``X-Webhook-Signature`` value of ``body``: ``sha256=`` and the lower-case hex
+    HMAC-SHA256 of the body's bytes (a ``str`` body is UTF-8), keyed with ``secret`` (the
+    server's ``WEBHOOK_SECRET``). Sign exactly the bytes that are sent."""
+    mac = hmac.new(_secret_bytes(secret), _as_bytes(body, "the body"), hashlib.sha256)
+    return "sha256=" + mac.hexdigest()
+
+
+def verify_webhook(secret: Union[str, Bytes], body: Union[str, Bytes], header: Union[str, None]) -> bool:
+    """Whether ``header`` (an ``X-Webhook-Signature`` value: ``sha256=<hex>``, or the bare hex,
+    any case) is the HMAC-SHA256 of ``body``'s raw bytes with ``secret``, compared in constant
+    time. A missing or malformed header is ``False``; an empty secret raises
+    :class:`StewardConfigError`."""
+    expected = sign_webhook(secret, body)[len("sha256="):]
+    if not isinstance(header, str):
+        return False
+    given = header.strip()
+    for prefix in ("sha256=", "SHA256="):
+        if given.startswith(prefix):
+            given = given[len(prefix):]
+            break
+    if not given.isascii():
+        return False
+    return hmac.compare_digest(expected.encode("ascii"), given.lower().encode("ascii"))
+
+
+class _Secret:
+    """A secret kept out of repr(), str() and logs (``reveal()`` gives the bytes)."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: bytes) -> None:
+        self._value = value
+
+    def reveal(self) -> bytes:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "<hidden>"
+
+    __str__ = __repr__
+
+
+def _webhook_secret(secret: Union[str, Bytes, None]) -> _Secret | None:
+    if secret is None or len(secret) == 0:
+        return None
+    return _Secret(_as_bytes(secret, "webhook_secret"))
+
+
+def _signature(secret: _Secret | None, method: str, path: str, content: bytes | None) -> dict[str, str]:
+    """The signature header of a webhook request (``{}`` for other paths); without a secret
+    a :class:`StewardConfigError`, before anything is sent."""
+    if path not in WEBHOOK_PATHS:
+        return {}
+    if secret is None:
+        raise StewardConfigError(
+            f"{method} {path} must be signed: create the client with webhook_secret=<the server's WEBHOOK_SECRET>"
+        )
+    return {WEBHOOK_SIGNATURE_HEADER: sign_webhook(secret.reveal(), content or b"")}
 
 
 def _headers(api_key: str | None, token: str | None, admin_key: str | None) -> dict[str, str]:
@@ -82,6 +166,11 @@ def _decode(resp: httpx.Response, adapter: TypeAdapter[Any] | None, method: str,
     return adapter.validate_json(resp.content)
 
 
+def _repr(client: "BaseClient | BaseAsyncClient") -> str:
+    secret = ", webhook_secret=<hidden>" if client._webhook_secret is not None else ""
+    return f"{type(client).__name__}(base_url={client.base_url!r}{secret})"
+
+
 class BaseClient:
     """Synchronous transport: one keep-alive httpx.Client."""
 
@@ -93,9 +182,12 @@ class BaseClient:
         token: str | None = None,
         admin_key: str | None = None,
         timeout: float = 10.0,
+        webhook_secret: Union[str, Bytes, None] = None,
         http_client: httpx.Client | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        # Signs POST /webhooks/agent; hidden from repr() and str().
+        self._webhook_secret = _webhook_secret(webhook_secret)
         self._http = http_client or httpx.Client(
             base_url=self.base_url, timeout=timeout, headers=_headers(api_key, token, admin_key)
         )
@@ -109,13 +201,17 @@ class BaseClient:
         body: Any = None,
         adapter: TypeAdapter[Any] | None = None,
     ) -> Any:
-        content = _encode_body(body)
-        headers = {"content-type": "application/json"} if content is not None else None
+        content = _encode_body(body)  # encoded once: the signature covers exactly these bytes
+        headers = {"content-type": "application/json"} if content is not None else {}
+        headers.update(_signature(self._webhook_secret, method, path, content))
         try:
-            resp = self._http.request(method, path, params=_clean_query(query), content=content, headers=headers)
+            resp = self._http.request(method, path, params=_clean_query(query), content=content, headers=headers or None)
         except httpx.TransportError as e:
             raise StewardConnectionError(method, path, e) from e
         return _decode(resp, adapter, method, path)
+
+    def __repr__(self) -> str:
+        return _repr(self)
 
     def close(self) -> None:
         self._http.close()
@@ -138,9 +234,12 @@ class BaseAsyncClient:
         token: str | None = None,
         admin_key: str | None = None,
         timeout: float = 10.0,
+        webhook_secret: Union[str, Bytes, None] = None,
         http_client: httpx.AsyncClient | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        # Signs POST /webhooks/agent; hidden from repr() and str().
+        self._webhook_secret = _webhook_secret(webhook_secret)
         self._http = http_client or httpx.AsyncClient(
             base_url=self.base_url, timeout=timeout, headers=_headers(api_key, token, admin_key)
         )
@@ -154,15 +253,19 @@ class BaseAsyncClient:
         body: Any = None,
         adapter: TypeAdapter[Any] | None = None,
     ) -> Any:
-        content = _encode_body(body)
-        headers = {"content-type": "application/json"} if content is not None else None
+        content = _encode_body(body)  # encoded once: the signature covers exactly these bytes
+        headers = {"content-type": "application/json"} if content is not None else {}
+        headers.update(_signature(self._webhook_secret, method, path, content))
         try:
             resp = await self._http.request(
-                method, path, params=_clean_query(query), content=content, headers=headers
+                method, path, params=_clean_query(query), content=content, headers=headers or None
             )
         except httpx.TransportError as e:
             raise StewardConnectionError(method, path, e) from e
         return _decode(resp, adapter, method, path)
+
+    def __repr__(self) -> str:
+        return _repr(self)
 
     async def aclose(self) -> None:
         await self._http.aclose()

@@ -9,6 +9,11 @@ class StewardError(Exception):
     """Base class of every error the SDK raises."""
 
 
+class StewardConfigError(StewardError, ValueError):
+    """The client is not configured for the call (e.g. ``discovery_webhook`` without a
+    ``webhook_secret``); raised before anything is sent."""
+
+
 class StewardAPIError(StewardError):
     """The server answered with an error (an RFC 9457 problem document, contract 3)."""
 

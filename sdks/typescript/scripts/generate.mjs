@@ -117,6 +117,21 @@ class Gen {
     return lines.join('\n');
   }
 
+  /** Whether the operation needs X-Webhook-Signature (its security names an apiKey scheme of that header). */
+  signed(op) {
+    const schemes = this.spec.components?.securitySchemes ?? {};
+    return (op.security ?? this.spec.security ?? []).some((req) => Object.keys(req).some((name) =>
+      schemes[name]?.type === 'apiKey' && String(schemes[name]?.name ?? '').toLowerCase() === 'x-webhook-signature'));
+  }
+
+  /** The doc comment of an operation. */
+  opDoc(o) {
+    let d = doc(o.op.summary ?? o.op.description);
+    // The client signs these requests (WEBHOOK_PATHS in src/index.js).
+    if (o.signed) d += " The client's `webhookSecret` signs the body; without one, StewardConfigError before anything is sent.";
+    return d;
+  }
+
   operations() {
     const ops = [];
     for (const [path, item] of Object.entries(this.spec.paths ?? {})) {
@@ -141,7 +156,7 @@ class Gen {
           response = media ? this.ts(media[1].schema ?? {}, '  ') + (textToo ? ' | string' : '') : Object.keys(content).length ? 'string' : code === '204' ? 'void' : 'unknown';
           break;
         }
-        ops.push({ id, name: camel(id), method: m.toUpperCase(), path, op,
+        ops.push({ id, name: camel(id), method: m.toUpperCase(), path, op, signed: this.signed(op),
           pathParams: params.filter((p) => p.in === 'path'), query: params.filter((p) => p.in === 'query'), body, response });
       }
     }
@@ -201,7 +216,7 @@ class Gen {
       if (o.pathParams.length) {
         path = '`' + o.path.replace(/\{([^}]+)\}/g, (_m, n) => '${q(' + camel(n) + ')}') + '`';
       }
-      const d = doc(o.op.summary ?? o.op.description);
+      const d = this.opDoc(o);
       out.push('');
       out.push(`  /** ${o.method} ${o.path}${d ? `: ${d}` : ''} */`);
       out.push(`  ${o.name}(${params.join(', ')}) {`);
@@ -225,7 +240,7 @@ class Gen {
         const anyRequired = o.query.some((p) => p.required);
         params.push(`query${anyRequired ? '' : '?'}: Operations[${id}]['query']`);
       }
-      const d = doc(o.op.summary ?? o.op.description);
+      const d = this.opDoc(o);
       out.push(`  /** ${o.method} ${o.path}${d ? `: ${d}` : ''} */`);
       out.push(`  ${o.name}(${params.join(', ')}): Promise<Operations[${id}]['response']>;`);
     }

@@ -29,6 +29,29 @@ export declare class StewardConnectionError extends StewardError {
   cause: unknown;
 }
 
+/** The client is not configured for the call (e.g. `discoveryWebhook` without `webhookSecret`); thrown before anything is sent. */
+export declare class StewardConfigError extends StewardError {}
+
+/** Bytes or text (a string is signed as UTF-8). */
+export type WebhookBytes = string | ArrayBuffer | ArrayBufferView;
+
+/** `'X-Webhook-Signature'`, the header `POST /webhooks/agent` is signed with. */
+export declare const WEBHOOK_SIGNATURE_HEADER: 'X-Webhook-Signature';
+
+/**
+ * The `X-Webhook-Signature` value of `body`: `sha256=<lower-case hex HMAC-SHA256 of the body's
+ * bytes>`, keyed with `secret` (the server's WEBHOOK_SECRET). Async (Web Crypto). An empty
+ * secret rejects with StewardConfigError.
+ */
+export declare function signWebhook(secret: WebhookBytes, body: WebhookBytes): Promise<string>;
+
+/**
+ * Whether `header` (`sha256=<hex>` or the bare hex, any case) signs `body`'s raw bytes with
+ * `secret`, compared in constant time. A missing or malformed header resolves to false; an
+ * empty secret rejects with StewardConfigError.
+ */
+export declare function verifyWebhook(secret: WebhookBytes, body: WebhookBytes, header: string | null | undefined): Promise<boolean>;
+
 /** The governed tool ran, but its audit entry could not be written. */
 export declare class AuditFailed extends StewardError {
   cause: unknown;
@@ -70,6 +93,12 @@ export interface ClientOptions {
   apiKey?: string;
   token?: string;
   adminKey?: string;
+  /**
+   * The server's WEBHOOK_SECRET: `discoveryWebhook` (POST /webhooks/agent) sends
+   * `X-Webhook-Signature` over the exact body bytes. Without it that call throws
+   * StewardConfigError. Never shown by JSON.stringify or console.log of the client.
+   */
+  webhookSecret?: WebhookBytes;
   fetch?: typeof globalThis.fetch;
   timeoutMs?: number;
 }

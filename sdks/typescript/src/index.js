@@ -52,6 +52,69 @@ export class AuditFailed extends StewardError {
   }
 }
 
+/** The client is not configured for the call (e.g. `discoveryWebhook` without `webhookSecret`); thrown before anything is sent. */
+export class StewardConfigError extends StewardError {
+  constructor(message) {
+    super(message);
+    this.name = 'StewardConfigError';
+  }
+}
+
+/** Paths whose requests are signed with the client's `webhookSecret` (contract 21). */
+const WEBHOOK_PATHS = new Set(['/webhooks/agent']);
+/** The header that carries the signature: `sha256=<lower-case hex HMAC-SHA256 of the body>`. */
+export const WEBHOOK_SIGNATURE_HEADER = 'X-Webhook-Signature';
+
+const utf8 = new TextEncoder();
+const noSecret = (s) => s === undefined || s === null || (typeof s === 'string' ? s.length : s.byteLength) === 0;
+
+function bytesOf(value, what) {
+  if (typeof value === 'string') return utf8.encode(value);
+  if (value instanceof ArrayBuffer) return new Uint8Array(value);
+  if (ArrayBuffer.isView(value)) return new Uint8Array(value.buffer, value.byteOffset, value.byteLength);
+  throw new TypeError(`${what} must be a string, an ArrayBuffer or a typed array`);
+}
+
+// Web Crypto (Node >= 20 and browsers): no node: import, so the SDK keeps running in browsers.
+function subtle() {
+  const s = globalThis.crypto?.subtle;
+  if (!s) throw new StewardConfigError('webhook signatures need Web Crypto (globalThis.crypto.subtle)');
+  return s;
+}
+
+function hmacKey(secret, usage) {
+  if (noSecret(secret)) throw new StewardConfigError("the webhook secret is empty: pass the server's WEBHOOK_SECRET");
+  return subtle().importKey('raw', bytesOf(secret, 'the webhook secret'), { name: 'HMAC', hash: 'SHA-256' }, false, [usage]);
+}
+
+/**
+ * The `X-Webhook-Signature` value of `body`: `sha256=` and the lower-case hex HMAC-SHA256 of the
+ * body's bytes (a string is UTF-8), keyed with `secret` (the server's WEBHOOK_SECRET). Async
+ * (Web Crypto). Sign exactly the bytes that are sent.
+ */
+export async function signWebhook(secret, body) {
+  const key = await hmacKey(secret, 'sign');
+  const mac = new Uint8Array(await subtle().sign('HMAC', key, bytesOf(body, 'the body')));
+  return `sha256=${Array.from(mac, (b) => b.toString(16).padStart(2, '0')).join('')}`;
+}
+
+/**
+ * Whether `header` (`sha256=<hex>`, or the bare hex, any case) is the HMAC-SHA256 of `body`'s
+ * raw bytes with `secret`; Web Crypto's verify compares in constant time. A missing or malformed
+ * header is false; an empty secret throws StewardConfigError. Async.
+ */
+export async function verifyWebhook(secret, body, header) {
+  const key = await hmacKey(secret, 'verify');
+  const data = bytesOf(body, 'the body');
+  if (typeof header !== 'string') return false;
+  let hex = header.trim();
+  if (hex.startsWith('sha256=') || hex.startsWith('SHA256=')) hex = hex.slice(7);
+  if (hex.length === 0 || hex.length % 2 !== 0 || !/^[0-9a-fA-F]+$/.test(hex)) return false;
+  const sig = new Uint8Array(hex.length / 2);
+  for (let i = 0; i < sig.length; i += 1) sig[i] = parseInt(hex.slice(2 * i, 2 * i + 2), 16);
+  return subtle().verify('HMAC', key, sig, data);
+}
+
 /** `application/json` or a `+json` type; JSON lines (`x-ndjson`) are text. */
 function isJson(ctype) {
   const media = ctype.split(';')[0].trim().toLowerCase();
@@ -107,7 +170,7 @@ export class AgentNotRegistered extends ActionDenied {
 }
 
 export class StewardClient extends GeneratedClient {
-  constructor({ baseUrl, apiKey, token, adminKey, fetch: fetchImpl, timeoutMs = 10000 } = {}) {
+  constructor({ baseUrl, apiKey, token, adminKey, webhookSecret, fetch: fetchImpl, timeoutMs = 10000 } = {}) {
     super();
     if (!baseUrl) throw new TypeError('StewardClient needs baseUrl');
     this.baseUrl = baseUrl.replace(/\/+$/, '');
@@ -119,6 +182,8 @@ export class StewardClient extends GeneratedClient {
     if (adminKey) this.headers['x-admin-key'] = adminKey;
     // The credentials stay out of JSON.stringify and console.log of the client.
     Object.defineProperty(this, 'headers', { value: this.headers, enumerable: false, writable: true });
+    // So does the webhook secret (it signs POST /webhooks/agent).
+    Object.defineProperty(this, '_webhookSecret', { value: noSecret(webhookSecret) ? null : webhookSecret, enumerable: false, writable: true });
   }
 
   async request(method, path, query, body) {
@@ -136,6 +201,14 @@ export class StewardClient extends GeneratedClient {
     if (body !== undefined) {
       headers['content-type'] = 'application/json';
       payload = JSON.stringify(body);
+    }
+    if (WEBHOOK_PATHS.has(path)) {
+      if (noSecret(this._webhookSecret)) {
+        throw new StewardConfigError(`${method} ${path} must be signed: create the client with webhookSecret (the server's WEBHOOK_SECRET)`);
+      }
+      // Serialised once: the signature covers exactly the bytes sent.
+      payload = utf8.encode(payload ?? '');
+      headers['x-webhook-signature'] = await signWebhook(this._webhookSecret, payload);
     }
     let res;
     let text;

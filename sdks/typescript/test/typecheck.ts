@@ -1,5 +1,7 @@
 // Compiled by `tsc -p tsconfig.json` (no emit): the public types resolve and fit together.
-import { Steward, StewardClient, ActionDenied, type CheckResponse } from '../src/index.js';
+import {
+  Steward, StewardClient, ActionDenied, StewardConfigError, signWebhook, verifyWebhook, type CheckResponse, type WebhookAccepted,
+} from '../src/index.js';
 import { governTools } from '../src/ai.js';
 
 async function typed(): Promise<void> {
@@ -30,6 +32,13 @@ async function typed(): Promise<void> {
       void reason;
     }
   }
-  void allowed; void names; void n; void out;
+  // Signed webhooks: the client signs POST /webhooks/agent; the helpers are async (Web Crypto).
+  const hooks = new StewardClient({ baseUrl: 'http://127.0.0.1:8080', apiKey: 'stw_x', webhookSecret: 'dev-webhook-secret-change-me' });
+  const accepted: WebhookAccepted = await hooks.discoveryWebhook({ event: 'agent.action',
+    payload: { agent_name: 'bot', action: 'read_data', resource: 'db/x' } });
+  const signature: string = await signWebhook('secret', new TextEncoder().encode('{}'));
+  const valid: boolean = await verifyWebhook('secret', '{}', signature);
+  const misconfigured: boolean = new Error('x') instanceof StewardConfigError;
+  void allowed; void names; void n; void out; void accepted; void valid; void misconfigured;
 }
 void typed;

@@ -132,7 +132,8 @@ _USERS_USERS_ME = _LazyAdapter("UserView")
 
 
 class StewardClient(BaseClient):
-    """Synchronous client (httpx). Credentials: ``api_key`` (X-API-Key), ``token`` (JWT), ``admin_key``."""
+    """Synchronous client (httpx). Credentials: ``api_key`` (X-API-Key), ``token`` (JWT), ``admin_key``;
+    ``webhook_secret`` (the server's WEBHOOK_SECRET) signs ``POST /webhooks/agent``."""
 
     def agents_delete(self, id: str) -> None:
         """DELETE /api/v1/agents/{id}: Delete an agent."""
@@ -343,7 +344,7 @@ class StewardClient(BaseClient):
         return self._request("GET", "/api/v1/discovery/candidates", query={"skip": skip, "offset": offset, "limit": limit, "status": status}, adapter=_DISCOVERY_LIST.get())  # type: ignore[no-any-return]
 
     def discovery_webhook(self, body: Union[WebhookEvent, dict[str, Any]]) -> WebhookAccepted:
-        """POST /webhooks/agent: Inbound agent events: `X-API-Key` and `X-Webhook-Signature` (HMAC-SHA256 of the raw body)."""
+        """POST /webhooks/agent: Inbound agent events: `X-API-Key` and `X-Webhook-Signature` (HMAC-SHA256 of the raw body). The client's ``webhook_secret`` signs the body; without one, StewardConfigError before anything is sent."""
         return self._request("POST", "/webhooks/agent", body=body, adapter=_DISCOVERY_WEBHOOK.get())  # type: ignore[no-any-return]
 
     def events_connect(self, *, token: str) -> None:
@@ -771,7 +772,7 @@ class AsyncStewardClient(BaseAsyncClient):
         return await self._request("GET", "/api/v1/discovery/candidates", query={"skip": skip, "offset": offset, "limit": limit, "status": status}, adapter=_DISCOVERY_LIST.get())  # type: ignore[no-any-return]
 
     async def discovery_webhook(self, body: Union[WebhookEvent, dict[str, Any]]) -> WebhookAccepted:
-        """POST /webhooks/agent: Inbound agent events: `X-API-Key` and `X-Webhook-Signature` (HMAC-SHA256 of the raw body)."""
+        """POST /webhooks/agent: Inbound agent events: `X-API-Key` and `X-Webhook-Signature` (HMAC-SHA256 of the raw body). The client's ``webhook_secret`` signs the body; without one, StewardConfigError before anything is sent."""
         return await self._request("POST", "/webhooks/agent", body=body, adapter=_DISCOVERY_WEBHOOK.get())  # type: ignore[no-any-return]
 
     async def events_connect(self, *, token: str) -> None:

@@ -110,7 +110,7 @@ export declare class GeneratedClient {
   discoveryIntegration(name: string): Promise<Operations["discovery_integration"]['response']>;
   /** GET /api/v1/discovery/candidates: List candidates (`status` = pending by default). */
   discoveryList(query?: Operations["discovery_list"]['query']): Promise<Operations["discovery_list"]['response']>;
-  /** POST /webhooks/agent: Inbound agent events: `X-API-Key` and `X-Webhook-Signature` (HMAC-SHA256 of the raw body). */
+  /** POST /webhooks/agent: Inbound agent events: `X-API-Key` and `X-Webhook-Signature` (HMAC-SHA256 of the raw body). The client's `webhookSecret` signs the body; without one, StewardConfigError before anything is sent. */
   discoveryWebhook(body: Operations["discovery_webhook"]['body']): Promise<Operations["discovery_webhook"]['response']>;
   /** GET /api/v1/ws: The handshake: the JWT of `?token=` is checked before the upgrade (401 / 403). */
   eventsConnect(query: Operations["events_connect"]['query']): Promise<Operations["events_connect"]['response']>;

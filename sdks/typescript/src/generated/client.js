@@ -270,7 +270,7 @@ export class GeneratedClient {
     return this.request("GET", "/api/v1/discovery/candidates", query, undefined);
   }
 
-  /** POST /webhooks/agent: Inbound agent events: `X-API-Key` and `X-Webhook-Signature` (HMAC-SHA256 of the raw body). */
+  /** POST /webhooks/agent: Inbound agent events: `X-API-Key` and `X-Webhook-Signature` (HMAC-SHA256 of the raw body). The client's `webhookSecret` signs the body; without one, StewardConfigError before anything is sent. */
   discoveryWebhook(body) {
     return this.request("POST", "/webhooks/agent", undefined, body);
   }

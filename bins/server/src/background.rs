@@ -60,8 +60,8 @@ pub fn spawn_all(state: &AppState) {
         let mut tick = tokio::time::interval(Duration::from_secs(3600));
         loop {
             tick.tick().await;
-            if let Err(e) = identity.purge_expired_revocations().await {
-                tracing::debug!(error = %e, "revocation purge failed");
+            if let Err(e) = identity.purge_expired_credentials().await {
+                tracing::debug!(error = %e, "purge of expired credentials failed");
             }
         }
     });

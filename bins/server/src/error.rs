@@ -73,7 +73,11 @@ impl ResponseError for ApiError {
 
     fn error_response(&self) -> HttpResponse {
         let e = &self.0;
-        if e.status() >= 500 {
+        if e.status() == 503 {
+            // A dependency down or a bound reached: expected under load and outages, and
+            // reachable without a credential (the sign-in bound), so not an ERROR line.
+            tracing::warn!(code = e.kind.code(), error = %e, "request refused: unavailable");
+        } else if e.status() >= 500 {
             // The cause goes to the log only; the body says nothing of it.
             tracing::error!(code = e.kind.code(), error = %e, "request failed");
         } else if let Some(source) = &e.source {

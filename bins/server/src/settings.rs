@@ -192,7 +192,8 @@ pub struct Settings {
     pub siem: SiemSettings,
     pub integration_agent_framework_enabled: bool,
     pub integration_model_provider_enabled: bool,
-    /// `WS_SEND_QUEUE`, `WS_IDLE_TIMEOUT_SECONDS`, `WS_PING_INTERVAL_SECONDS`.
+    /// `WS_SEND_QUEUE`, `WS_IDLE_TIMEOUT_SECONDS`, `WS_PING_INTERVAL_SECONDS`,
+    /// `WS_MAX_CONNECTIONS`, `WS_MAX_CONNECTIONS_PER_TENANT`, `WS_MAX_CONNECTIONS_PER_USER`.
     pub ws: crate::ws::WsSettings,
 }
 
@@ -402,6 +403,9 @@ impl Settings {
             ping_interval: std::time::Duration::from_secs(
                 r.positive("WS_PING_INTERVAL_SECONDS", 30),
             ),
+            max_connections: r.positive("WS_MAX_CONNECTIONS", 10_000) as usize,
+            max_per_tenant: r.positive("WS_MAX_CONNECTIONS_PER_TENANT", 2_000) as usize,
+            max_per_user: r.positive("WS_MAX_CONNECTIONS_PER_USER", 2_000) as usize,
         };
         let hitl_approval_ttl_seconds = r
             .raw("HITL_APPROVAL_TTL_SECONDS")

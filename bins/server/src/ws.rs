@@ -25,7 +25,7 @@ use steward_core::event::EVENTS_CHANNEL;
 use steward_core::{Error, ErrorKind, Event, EventBus, Presence, TenantId, UserId};
 use tokio::sync::{mpsc, watch};
 
-use crate::error::{ApiError, ApiResult};
+use crate::error::ApiResult;
 use crate::state::AppState;
 
 /// The events delivered to clients (contract 20); other bus events are internal.
@@ -46,6 +46,12 @@ pub struct WsSettings {
     pub idle_timeout: Duration,
     /// How often the server pings each connection.
     pub ping_interval: Duration,
+    /// Open connections on this instance at most (each holds a file descriptor).
+    pub max_connections: usize,
+    /// Open connections of one tenant on this instance at most.
+    pub max_per_tenant: usize,
+    /// Open connections of one user (or one tenant key) on this instance at most.
+    pub max_per_user: usize,
 }
 
 impl Default for WsSettings {
@@ -54,6 +60,9 @@ impl Default for WsSettings {
             queue: 1024,
             idle_timeout: Duration::from_secs(120),
             ping_interval: Duration::from_secs(30),
+            max_connections: 10_000,
+            max_per_tenant: 2_000,
+            max_per_user: 2_000,
         }
     }
 }
@@ -117,11 +126,37 @@ impl WsHub {
         self.conns.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn register(&self, tenant: TenantId, user: Option<UserId>) -> Registration {
+    /// Registers a connection, or refuses it when a bound of `WsSettings` is reached (409 for
+    /// a tenant's or user's own bound, 503 when the instance is full): each connection holds a
+    /// file descriptor, and one caller opening thousands must not leave none for the others.
+    fn register(&self, tenant: TenantId, user: Option<UserId>) -> Result<Registration, Error> {
+        let mut map = self.lock();
+        let total: usize = map.values().map(HashMap::len).sum();
+        if total >= self.settings.max_connections {
+            return Err(Error::new(
+                ErrorKind::Unavailable,
+                format!(
+                    "this instance holds {total} event connections, its maximum; retry later or on another instance"
+                ),
+            ));
+        }
+        if let Some(conns) = map.get(&tenant) {
+            if conns.len() >= self.settings.max_per_tenant {
+                return Err(Error::conflict(format!(
+                    "the tenant holds {} event connections on this instance, the maximum; close one first",
+                    conns.len()
+                )));
+            }
+            let mine = conns.values().filter(|c| c.user == user).count();
+            if mine >= self.settings.max_per_user {
+                return Err(Error::conflict(format!(
+                    "this credential's user holds {mine} event connections on this instance, the maximum; close one first"
+                )));
+            }
+        }
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel(self.settings.queue.max(1));
         let (close_tx, close_rx) = watch::channel(Closing::Open);
-        let mut map = self.lock();
         let conns = map.entry(tenant).or_default();
         conns.insert(
             id,
@@ -133,13 +168,13 @@ impl WsHub {
         );
         let tenant_local = conns.len() as i64;
         let user_local = conns.values().filter(|c| c.user == user).count() as i64;
-        Registration {
+        Ok(Registration {
             id,
             events: rx,
             close: close_rx,
             tenant_local,
             user_local,
-        }
+        })
     }
 
     /// Removes a connection; answers the local counts left for its tenant and user.
@@ -367,10 +402,15 @@ pub async fn connect(
         return Err(Error::missing_credentials("the WebSocket needs ?token=<JWT>").into());
     };
     let principal = state.identity.principal_from_jwt(token.trim()).await?;
-    let (response, session, stream) = actix_ws::handle(&req, body)
-        .map_err(|e| ApiError::from(Error::bad_request(e.to_string())))?;
     let hub = state.ws.clone();
-    let registration = hub.register(principal.tenant, principal.user);
+    let registration = hub.register(principal.tenant, principal.user)?;
+    let (response, session, stream) = match actix_ws::handle(&req, body) {
+        Ok(handshake) => handshake,
+        Err(e) => {
+            hub.unregister(principal.tenant, registration.id);
+            return Err(Error::bad_request(e.to_string()).into());
+        }
+    };
     actix_web::rt::spawn(serve(
         hub,
         principal.tenant,
@@ -571,12 +611,45 @@ mod tests {
         )
     }
 
+    // Probe M: one viewer opened 20,000 connections and the server ran out of file
+    // descriptors for everyone. Each bound refuses at the handshake and frees on close.
+    #[test]
+    fn connections_are_bounded_per_user_tenant_and_instance() {
+        let hub = WsHub::new(
+            Arc::new(MemoryPresence::new()),
+            WsSettings {
+                max_connections: 4,
+                max_per_tenant: 3,
+                max_per_user: 2,
+                ..WsSettings::default()
+            },
+        );
+        let (t, other) = (TenantId::new(), TenantId::new());
+        let (u, v) = (Some(UserId::new()), Some(UserId::new()));
+        let first = hub.register(t, u).unwrap();
+        hub.register(t, u).unwrap();
+        let e = hub.register(t, u).err().unwrap();
+        assert_eq!(e.kind, ErrorKind::Conflict, "{e:?}");
+        hub.register(t, v).unwrap();
+        let e = hub.register(t, v).err().unwrap();
+        assert_eq!(e.kind, ErrorKind::Conflict, "the tenant's bound: {e:?}");
+        hub.register(other, v).unwrap();
+        let e = hub.register(TenantId::new(), None).err().unwrap();
+        assert_eq!(
+            e.kind,
+            ErrorKind::Unavailable,
+            "the instance's bound: {e:?}"
+        );
+        hub.unregister(t, first.id);
+        hub.register(t, u).unwrap();
+    }
+
     #[test]
     fn events_reach_only_their_tenant() {
         let hub = hub(8);
         let (a, b) = (TenantId::new(), TenantId::new());
-        let mut ra = hub.register(a, None);
-        let mut rb = hub.register(b, None);
+        let mut ra = hub.register(a, None).unwrap();
+        let mut rb = hub.register(b, None).unwrap();
         hub.deliver(a, ByteString::from("x"));
         assert_eq!(ra.events.try_recv().ok().as_deref(), Some("x"));
         assert!(rb.events.try_recv().is_err());
@@ -586,8 +659,8 @@ mod tests {
     fn a_slow_connection_is_closed_and_does_not_hold_back_others() {
         let hub = hub(2);
         let t = TenantId::new();
-        let slow = hub.register(t, None);
-        let mut fast = hub.register(t, None);
+        let slow = hub.register(t, None).unwrap();
+        let mut fast = hub.register(t, None).unwrap();
         for i in 0..10 {
             hub.deliver(t, ByteString::from(format!("{i}")));
             // The fast one reads as it goes.
@@ -605,8 +678,8 @@ mod tests {
         let hub = hub(8);
         let t = TenantId::new();
         let (u, v) = (UserId::new(), UserId::new());
-        let ru = hub.register(t, Some(u));
-        let rv = hub.register(t, Some(v));
+        let ru = hub.register(t, Some(u)).unwrap();
+        let rv = hub.register(t, Some(v)).unwrap();
         let event = Event::new(
             "user.blocked",
             t,
@@ -639,7 +712,7 @@ mod tests {
     fn internal_events_are_not_delivered() {
         let hub = hub(8);
         let t = TenantId::new();
-        let mut r = hub.register(t, None);
+        let mut r = hub.register(t, None).unwrap();
         let e = Event::new("user.login", t, steward_core::Severity::Info, json!({}));
         hub.route(&serde_json::to_vec(&e).unwrap_or_default());
         assert!(r.events.try_recv().is_err());

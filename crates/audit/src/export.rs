@@ -23,6 +23,10 @@ use crate::service::{AuditEntry, AuditService, EntryRow};
 
 /// Most asynchronous exports a tenant may have queued or running at once.
 pub const MAX_ACTIVE_EXPORTS: usize = 10;
+/// Finished (completed) asynchronous exports a tenant keeps: when another completes, the
+/// oldest beyond these go, job and file, before `EXPORT_RETENTION_HOURS` (the queue bound
+/// alone let one caller fill the disk with a week of finished files).
+pub const MAX_FINISHED_EXPORTS: i64 = 20;
 
 /// Largest synchronous export.
 pub const SYNC_LIMIT: i64 = 10_000;
@@ -827,7 +831,13 @@ impl AuditService {
                     let outcome = self.run_export(&job, &dir).await;
                     let result = match outcome {
                         Ok(records) => {
-                            jobs::complete(self.db(), job.id, json!({"records": records})).await
+                            let done =
+                                jobs::complete(self.db(), job.id, json!({"records": records}))
+                                    .await;
+                            if done.is_ok() {
+                                self.prune_finished(job.tenant_id.into_id(), &dir).await;
+                            }
+                            done
                         }
                         Err(e) if e.kind == ErrorKind::Conflict => {
                             // The lease was lost: another instance owns the job now.
@@ -857,6 +867,61 @@ impl AuditService {
 }
 
 impl AuditService {
+    /// Deletes the tenant's completed exports beyond its newest `MAX_FINISHED_EXPORTS`: their
+    /// jobs (status and download then answer 404) and their files in `dir`; files another
+    /// instance wrote go at its next hourly pass (`remove_files_without_jobs`). Best effort.
+    async fn prune_finished(&self, tenant: TenantId, dir: &Path) {
+        match jobs::delete_completed_beyond(self.db(), tenant, JOB_KIND, MAX_FINISHED_EXPORTS).await
+        {
+            Ok(ids) => {
+                for id in &ids {
+                    remove_export_files(dir, *id).await;
+                }
+                if !ids.is_empty() {
+                    tracing::info!(%tenant, jobs = ids.len(), "older finished exports removed");
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "older finished exports not removed"),
+        }
+    }
+
+    /// Removes the export files of `dir` whose job no longer exists (removed by the bound on
+    /// finished exports or by retention on another instance); answers how many.
+    async fn remove_files_without_jobs(&self, dir: &Path) -> usize {
+        let Ok(mut entries) = tokio::fs::read_dir(dir).await else {
+            return 0;
+        };
+        let mut ids = Vec::new();
+        while let Ok(Some(entry)) = entries.next_entry().await {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if is_export_file(&name) {
+                if let Some(id) = name
+                    .split_once('.')
+                    .and_then(|(id, _)| uuid::Uuid::parse_str(id).ok())
+                {
+                    ids.push(id);
+                }
+            }
+        }
+        let mut removed = 0;
+        for chunk in ids.chunks(500) {
+            match jobs::missing(self.db(), chunk).await {
+                Ok(gone) => {
+                    for id in gone {
+                        remove_export_files(dir, id).await;
+                        removed += 1;
+                    }
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "export files without jobs not checked");
+                    break;
+                }
+            }
+        }
+        removed
+    }
+
     /// Deletes finished asynchronous exports older than `hours`, every hour: each instance
     /// removes the files of its `dir` last written before the cut-off (the directory may be
     /// its own), and one instance (claimed through the database) deletes the jobs finished
@@ -867,7 +932,8 @@ impl AuditService {
         loop {
             tick.tick().await;
             let keep = Duration::from_secs(hours.saturating_mul(3_600));
-            let removed = remove_files_older_than(&dir, keep).await;
+            let removed = remove_files_older_than(&dir, keep).await
+                + self.remove_files_without_jobs(&dir).await;
             if removed > 0 {
                 tracing::info!(files = removed, hours, "audit export files removed");
             }
@@ -917,6 +983,14 @@ async fn remove_files_older_than(dir: &Path, keep: Duration) -> usize {
         }
     }
     removed
+}
+
+/// Removes the finished file of job `id` from `dir`, in whichever format (best effort).
+async fn remove_export_files(dir: &Path, id: uuid::Uuid) {
+    let id = id.hyphenated().to_string();
+    for ext in FORMATS {
+        let _ = tokio::fs::remove_file(dir.join(format!("{id}.{ext}"))).await;
+    }
 }
 
 /// Removes the partial files that attempts of job `id` killed mid-write left in `dir`

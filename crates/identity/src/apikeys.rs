@@ -1,7 +1,8 @@
 //! Personal API keys (contract 9).
 
 use diesel::prelude::*;
-use diesel_async::RunQueryDsl;
+use diesel_async::{AsyncConnection, RunQueryDsl};
+use scoped_futures::ScopedFutureExt;
 use serde_json::{json, Value};
 use steward_core::page::MAX_LIMIT;
 use steward_core::principal::CredentialKind;
@@ -9,7 +10,7 @@ use steward_core::validate::{Fields, Query};
 use steward_core::{
     clock, parse_path_id, ApiKeyId, Body, Error, Page, PageRequest, Principal, Result, UserId,
 };
-use steward_store::schema::api_keys;
+use steward_store::schema::{api_keys, users};
 use steward_store::{with_conn, DbResultExt, Id, Ts};
 
 use crate::keys::RawKey;
@@ -54,9 +55,33 @@ impl Identity {
             revoked_at: None,
             last_used_at: None,
         };
-        with_conn!(&self.db, conn => {
-            diesel::insert_into(api_keys::table).values(&row).execute(conn).await.db()
+        let owner = Id(user.0);
+        let created = with_conn!(&self.db, conn => {
+            conn.transaction::<_, diesel::result::Error, _>(|conn| {
+                let row = &row;
+                async move {
+                    // The owner's row first (its lock): no key is created for a user deleted
+                    // while this request ran (the foreign key would refuse it as a 500).
+                    let present = diesel::update(users::table.filter(users::id.eq(owner)))
+                        .set(users::updated_at.eq(users::updated_at))
+                        .execute(conn)
+                        .await?;
+                    if present == 0 {
+                        return Ok(false);
+                    }
+                    diesel::insert_into(api_keys::table).values(row).execute(conn).await?;
+                    Ok(true)
+                }
+                .scope_boxed()
+            })
+            .await
+            .db()
         })?;
+        if !created {
+            return Err(Error::invalid_credentials(
+                "the user of this credential no longer exists",
+            ));
+        }
         let view = ApiKeyView::from_row(row, Some(key.expose().to_owned()));
         self.record(
             p.tenant,

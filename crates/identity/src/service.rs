@@ -451,14 +451,50 @@ impl Identity {
             last_used_at: None,
         };
         let user_id = user.id;
-        with_conn!(&self.db, conn => {
-            diesel::insert_into(api_keys::table).values(&row).execute(conn).await.db()?;
-            diesel::update(users::table.filter(users::id.eq(user_id)))
-                .set(users::last_login_at.eq(Some(Ts(now))))
-                .execute(conn)
-                .await
-                .db()
+        let (role, hash) = (&user.role, &user.password_hash);
+        // The session opens only while the user is as read (same password, same role, still
+        // active and present), in one transaction that first updates the user's row: a login
+        // racing a password reset, a role change, a block or a deletion is refused, never
+        // left holding a session the change meant to end (or a key of a deleted user).
+        let opened = with_conn!(&self.db, conn => {
+            conn.transaction::<_, diesel::result::Error, _>(|conn| {
+                let row = &row;
+                async move {
+                    let still = users::table
+                        .filter(users::id.eq(user_id))
+                        .filter(users::is_active.eq(true))
+                        .filter(users::role.eq(role));
+                    let stamp = users::last_login_at.eq(Some(Ts(now)));
+                    let n = match hash {
+                        Some(h) => {
+                            diesel::update(still.filter(users::password_hash.eq(h)))
+                                .set(stamp)
+                                .execute(conn)
+                                .await?
+                        }
+                        None => {
+                            diesel::update(still.filter(users::password_hash.is_null()))
+                                .set(stamp)
+                                .execute(conn)
+                                .await?
+                        }
+                    };
+                    if n == 0 {
+                        return Ok(false);
+                    }
+                    diesel::insert_into(api_keys::table).values(row).execute(conn).await?;
+                    Ok(true)
+                }
+                .scope_boxed()
+            })
+            .await
+            .db()
         })?;
+        if !opened {
+            return Err(Error::invalid_credentials(
+                "the account changed while signing in; sign in again",
+            ));
+        }
         Ok(LoginResponse {
             access_token: token,
             token_type: "bearer",
@@ -483,8 +519,8 @@ impl Identity {
         };
         let now = clock::now();
         let expires = Ts(now + time::Duration::seconds(self.keys.lifetime_seconds));
-        with_conn!(&self.db, conn => {
-            diesel::insert_into(revoked_tokens::table)
+        let revoked = with_conn!(&self.db, conn => {
+            let revoked = diesel::insert_into(revoked_tokens::table)
                 .values((revoked_tokens::jti.eq(&jti), revoked_tokens::expires_at.eq(expires)))
                 .on_conflict_do_nothing()
                 .execute(conn)
@@ -498,9 +534,14 @@ impl Identity {
             .set(api_keys::revoked_at.eq(Some(Ts(now))))
             .execute(conn)
             .await
-            .db()
+            .db()?;
+            Ok::<_, Error>(revoked)
         })?;
         self.credentials_changed().await;
+        // Concurrent logouts of one token all succeed; the one that revoked it records it.
+        if revoked == 0 {
+            return Ok(());
+        }
         self.record(
             p.tenant,
             Some(user),
@@ -512,10 +553,18 @@ impl Identity {
         Ok(())
     }
 
-    /// Ends a user's sessions: every unrevoked session (an access token and its session key,
-    /// both named by the token's `jti`) but `keep`, the caller's own. Used when a password is
-    /// changed or reset, so that whoever held the old password is signed out everywhere.
-    pub(crate) async fn end_sessions(&self, user: Id, keep: Option<&str>) -> Result<usize> {
+    /// Sets a user's password hash and ends the user's sessions, in one transaction: every
+    /// unrevoked session (an access token and its session key, both named by the token's
+    /// `jti`) but `keep`, the caller's own, so that whoever held the old password is signed
+    /// out everywhere. The password is written first, which takes the write lock (SQLite) or
+    /// the user's row lock (PostgreSQL) at once: a login racing the change either sees the
+    /// new hash or opened its session before, and that session is ended here.
+    pub(crate) async fn replace_password(
+        &self,
+        user: Id,
+        hash: String,
+        keep: Option<&str>,
+    ) -> Result<usize> {
         let now = clock::now();
         let expires = Ts(now + time::Duration::seconds(self.keys.lifetime_seconds));
         let keep = keep.map(str::to_owned);
@@ -523,6 +572,10 @@ impl Identity {
             conn.transaction::<_, diesel::result::Error, _>(|conn| {
                 let keep = &keep;
                 async move {
+                    diesel::update(users::table.filter(users::id.eq(user)))
+                        .set((users::password_hash.eq(Some(hash)), users::updated_at.eq(Ts(now))))
+                        .execute(conn)
+                        .await?;
                     let jtis: Vec<Option<String>> = api_keys::table
                         .filter(api_keys::user_id.eq(Some(user)))
                         .filter(api_keys::kind.eq("session"))
@@ -567,14 +620,26 @@ impl Identity {
         Ok(ended)
     }
 
-    /// Removes revocations of tokens that have expired anyway (housekeeping).
-    pub async fn purge_expired_revocations(&self) -> Result<usize> {
+    /// Housekeeping: removes revocations of tokens that have expired anyway, and the session
+    /// keys of logins that have (every login writes one; personal keys never expire). Answers
+    /// how many rows went.
+    pub async fn purge_expired_credentials(&self) -> Result<usize> {
         let now = Ts(clock::now());
         with_conn!(&self.db, conn => {
-            diesel::delete(revoked_tokens::table.filter(revoked_tokens::expires_at.lt(now)))
-                .execute(conn)
-                .await
-                .db()
+            let revocations =
+                diesel::delete(revoked_tokens::table.filter(revoked_tokens::expires_at.lt(now)))
+                    .execute(conn)
+                    .await
+                    .db()?;
+            let sessions = diesel::delete(
+                api_keys::table
+                    .filter(api_keys::kind.eq("session"))
+                    .filter(api_keys::expires_at.lt(Some(now))),
+            )
+            .execute(conn)
+            .await
+            .db()?;
+            Ok::<_, Error>(revocations + sessions)
         })
     }
 }

@@ -200,9 +200,8 @@ impl Identity {
             return Err(Error::internal_msg("validated password fields missing"));
         };
         let hash = hash_password_async(new).await?;
-        self.set_password(me.id, hash).await?;
         // The other sessions end; the caller's own stays.
-        self.end_sessions(me.id, p.jti.as_deref()).await?;
+        self.replace_password(me.id, hash, p.jti.as_deref()).await?;
         let id: UserId = me.id.into_id();
         self.record(
             p.tenant,
@@ -344,7 +343,7 @@ impl Identity {
         if search.is_some_and(|s| s.chars().count() > SEARCH_MAX_CHARS) {
             q.error("search", format!("at most {SEARCH_MAX_CHARS} characters"));
         }
-        let search = search.map(|s| escape_like(&s.to_lowercase()));
+        let search = search.map(|s| escape_like(&self.db.sql_lower(&s)));
         let tenant_filter: Option<uuid::Uuid> = q.parse("tenant_id", "a UUID");
         q.finish()?;
         let tenant = if p.is_super_admin() {
@@ -408,9 +407,15 @@ impl Identity {
             Self::not_self(p, &target, "block")?;
         }
         Self::not_higher(p, &target)?;
-        self.set_fields(target.row.id, full_name).await?;
-        if let Some(active) = is_active {
-            self.set_active(p, &target, active).await?;
+        match is_active {
+            // A block or unblock is guarded (409/403 when the target or the actor changed
+            // meanwhile); the new name is written in the same transaction, so a refused call
+            // changes nothing.
+            Some(active) if active != target.row.is_active => {
+                self.set_active(p, &target, active, full_name.as_deref())
+                    .await?;
+            }
+            _ => self.set_fields(target.row.id, full_name).await?,
         }
         self.reload(target.id).await
     }
@@ -434,9 +439,8 @@ impl Identity {
             return Err(Error::internal_msg("validated password missing"));
         };
         let hash = hash_password_async(new).await?;
-        self.set_password(target.row.id, hash).await?;
         // Every session of the user ends (the caller's own too, when it resets itself).
-        self.end_sessions(target.row.id, None).await?;
+        self.replace_password(target.row.id, hash, None).await?;
         self.record(
             target.tenant,
             p.user,
@@ -485,7 +489,7 @@ impl Identity {
             Self::not_self(p, &target, "block")?;
         }
         Self::not_higher(p, &target)?;
-        self.set_active(p, &target, !blocked).await?;
+        self.set_active(p, &target, !blocked, None).await?;
         self.reload(target.id).await
     }
 
@@ -530,27 +534,22 @@ impl Identity {
         Ok(())
     }
 
-    async fn set_password(&self, id: Id, hash: String) -> Result<()> {
-        let now = Ts(clock::now());
-        with_conn!(&self.db, conn => {
-            diesel::update(users::table.filter(users::id.eq(id)))
-                .set((users::password_hash.eq(Some(hash)), users::updated_at.eq(now)))
-                .execute(conn)
-                .await
-                .db()
-        })?;
-        Ok(())
-    }
-
-    /// Blocks or unblocks; audits and publishes only an actual change.
-    async fn set_active(&self, p: &Principal, target: &Target, active: bool) -> Result<()> {
+    /// Blocks or unblocks; audits and publishes only an actual change. `full_name`, when
+    /// given, is written in the same guarded transaction.
+    async fn set_active(
+        &self,
+        p: &Principal,
+        target: &Target,
+        active: bool,
+        full_name: Option<&str>,
+    ) -> Result<()> {
         if target.row.is_active == active {
             return Ok(());
         }
         // Conditional on the state read: of concurrent identical calls only one changes the
         // row, and only that one writes the audit entry (blocking a blocked user is a no-op).
         let changed = self
-            .apply_guarded(p, target, Change::Active(active))
+            .apply_guarded(p, target, Change::Active(active, full_name))
             .await?;
         if changed == 0 {
             return Ok(());
@@ -579,7 +578,12 @@ impl Identity {
     /// same instant, one succeeds and the other is refused (the role of a request is read at
     /// authentication, before the other's change commits). Returns the rows changed: 0 when
     /// an activation found the target already in the wanted state.
-    async fn apply_guarded(&self, p: &Principal, target: &Target, change: Change) -> Result<usize> {
+    async fn apply_guarded(
+        &self,
+        p: &Principal,
+        target: &Target,
+        change: Change<'_>,
+    ) -> Result<usize> {
         let target_id = target.row.id;
         let actor = p.user.map(|u| Id(u.0)).filter(|a| *a != target_id);
         let mut locks = vec![target_id];
@@ -629,7 +633,13 @@ impl Identity {
                                 .execute(conn)
                                 .await?
                         }
-                        Change::Active(active) => {
+                        Change::Active(active, full_name) => {
+                            if let Some(name) = full_name {
+                                diesel::update(users::table.filter(users::id.eq(target_id)))
+                                    .set((users::full_name.eq(name), users::updated_at.eq(now)))
+                                    .execute(conn)
+                                    .await?;
+                            }
                             diesel::update(one.filter(users::is_active.eq(!active)))
                                 .set((users::is_active.eq(active), users::updated_at.eq(now)))
                                 .execute(conn)
@@ -659,9 +669,10 @@ impl Identity {
 
 /// What a management call changes on its target (`Identity::apply_guarded`).
 #[derive(Clone, Copy)]
-enum Change {
+enum Change<'a> {
     Role(Role),
-    Active(bool),
+    /// Active or not, and a new `full_name` written with it.
+    Active(bool, Option<&'a str>),
     Delete,
 }
 
@@ -863,6 +874,112 @@ mod tests {
             .unwrap_err();
         let fields: Vec<&str> = e.errors.iter().map(|f| f.field.as_str()).collect();
         assert_eq!(fields, ["new_password", "current_password"], "{e:?}");
+    });
+
+    // A session opens only for the user as read at login (probe L): a login whose password
+    // check ran before a reset, a block or a deletion committed gets no session (401, never a
+    // 500 from the foreign key), and a deleted user's token creates no key.
+    steward_store::db_test!(a_login_racing_a_change_gets_no_session, |db| {
+        let (identity, tenant, key) = with_tenant(&db.pool).await;
+        let mut users = vec![];
+        for name in ["reset", "blocked", "deleted"] {
+            let body = json!({"email": format!("{name}@race.test"), "password": "a-good-password", "role": "viewer"});
+            let user = identity
+                .create_user(&key, &Body::json(&body))
+                .await
+                .unwrap();
+            let id = UserId(user.id.parse().unwrap());
+            let row = identity.user_row(id).await.unwrap().unwrap();
+            users.push((user, row));
+        }
+        // Each login read its row, then the change committed.
+        let reset = json!({"new_password": "another-good-one"});
+        identity
+            .reset_password(&key, &users[0].0.id, &Body::json(&reset))
+            .await
+            .unwrap();
+        identity
+            .set_blocked(&key, &users[1].0.id, true)
+            .await
+            .unwrap();
+        let deleted = as_user(tenant, &users[2].0, Role::Viewer);
+        identity.delete_user(&key, &users[2].0.id).await.unwrap();
+        for (user, row) in &users {
+            let refused = identity.open_session(row).await.unwrap_err();
+            assert_eq!(
+                refused.kind,
+                ErrorKind::InvalidCredentials,
+                "{}: {refused:?}",
+                user.email
+            );
+        }
+        let no_key = identity
+            .create_api_key(&deleted, &Body::json(&json!({"name": "late"})))
+            .await
+            .unwrap_err();
+        assert_eq!(no_key.kind, ErrorKind::InvalidCredentials, "{no_key:?}");
+        // The row as it is now opens a session.
+        let id = UserId(users[0].0.id.parse().unwrap());
+        let fresh = identity.user_row(id).await.unwrap().unwrap();
+        identity.open_session(&fresh).await.unwrap();
+    });
+
+    // Every login writes a session key; once expired it is useless and is purged (probe M:
+    // they accumulated for ever). Personal keys never expire and stay.
+    steward_store::db_test!(expired_session_keys_are_purged, |db| {
+        use steward_store::schema::api_keys;
+        let (identity, _, key) = with_tenant(&db.pool).await;
+        let body = json!({"email": "p@race.test", "password": "a-good-password", "role": "viewer"});
+        identity
+            .create_user(&key, &Body::json(&body))
+            .await
+            .unwrap();
+        let body = json!({"email": "p@race.test", "password": "a-good-password"});
+        let (old, current) = (
+            identity.login(&Body::json(&body)).await.unwrap(),
+            identity.login(&Body::json(&body)).await.unwrap(),
+        );
+        let me = identity
+            .principal_from_jwt(&current.access_token)
+            .await
+            .unwrap();
+        identity
+            .create_api_key(&me, &Body::json(&json!({"name": "mine"})))
+            .await
+            .unwrap();
+        let old_jti = identity
+            .principal_from_jwt(&old.access_token)
+            .await
+            .unwrap()
+            .jti
+            .unwrap();
+        let past = Ts(clock::now() - time::Duration::seconds(1));
+        let pool = &db.pool;
+        let r: Result<usize> = async {
+            with_conn!(pool, conn => diesel::update(api_keys::table.filter(api_keys::jti.eq(Some(old_jti))))
+                .set(api_keys::expires_at.eq(Some(past)))
+                .execute(conn)
+                .await
+                .db())
+        }
+        .await;
+        assert_eq!(r.unwrap(), 1);
+        assert!(identity.purge_expired_credentials().await.unwrap() >= 1);
+        let left: Result<Vec<String>> = async {
+            with_conn!(pool, conn => api_keys::table.select(api_keys::kind).load(conn).await.db())
+        }
+        .await;
+        let mut left = left.unwrap();
+        left.sort();
+        assert_eq!(
+            left,
+            ["personal", "session", "tenant"],
+            "the current session, the personal key and the tenant key stay"
+        );
+        assert!(identity
+            .principal_from_api_key(&current.api_key)
+            .await
+            .is_ok());
     });
 
     // Contract 8: a local user has no `external_subject`; an admin's `tenant_id` is ignored,

@@ -469,7 +469,7 @@ impl PolicyService {
         let name = changes.name.clone().unwrap_or_else(|| current.name.clone());
         let row_id = current.id;
         let tenant = Id(p.tenant.0);
-        with_conn!(&self.db, conn => {
+        let updated = with_conn!(&self.db, conn => {
             diesel::update(
                 policies::table
                     .filter(policies::id.eq(row_id))
@@ -481,6 +481,10 @@ impl PolicyService {
             .db()
         })
         .map_err(duplicate_name(&name))?;
+        if updated == 0 {
+            // Deleted while this request ran: nothing was changed, nothing is recorded.
+            return Err(Error::not_found(format!("policy {id} was not found")));
+        }
         let removed = if changes.is_active == Some(false) {
             vec![id]
         } else {

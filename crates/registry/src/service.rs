@@ -51,6 +51,21 @@ struct AgentCache {
 const SAVE_ATTEMPTS: u32 = 5;
 
 /// After a lost status race: go on (reload) unless the attempts are used up.
+/// What an agent was when read, for `Registry::save`'s condition.
+struct Read {
+    status: String,
+    updated_at: Ts,
+}
+
+impl Read {
+    fn of(a: &AgentRecord) -> Read {
+        Read {
+            status: a.status.clone(),
+            updated_at: a.updated_at,
+        }
+    }
+}
+
 fn lost_race(attempt: u32, a: &AgentRecord) -> Result<()> {
     if attempt >= SAVE_ATTEMPTS {
         return Err(Error::conflict(format!(
@@ -598,19 +613,38 @@ impl Registry {
             .ok_or_else(|| Error::not_found(format!("agent {id} was not found")))
     }
 
-    /// Writes the agent back only if its status is still `read_status`, the one it was read
-    /// with: a concurrent suspend, resume, heartbeat or inactivity sweep is never undone by a
-    /// write computed from the older row. `false`: the status moved; reload and decide again.
-    async fn save(&self, a: &AgentRecord, read_status: &str) -> Result<bool> {
+    /// Writes the agent back only if it is still as it was read (`read`: its status and
+    /// `updated_at`): a concurrent update, suspend, resume, heartbeat or inactivity sweep is
+    /// never undone by a write computed from the older row, and two updates of different
+    /// fields both land (the loser reads again and applies its change to the new row).
+    /// `false`: the row moved; reload and decide again. The risk score is not written: it is
+    /// `refresh_after_audit`'s, computed from the audit log.
+    async fn save(&self, a: &AgentRecord, read: &Read) -> Result<bool> {
         let id = a.id;
-        let read_status = read_status.to_owned();
+        let (read_status, read_updated) = (read.status.clone(), read.updated_at);
         let written = with_conn!(&self.db, conn => {
             diesel::update(
                 agents::table
                     .filter(agents::id.eq(id))
-                    .filter(agents::status.eq(read_status.clone())),
+                    .filter(agents::status.eq(read_status.clone()))
+                    .filter(agents::updated_at.eq(read_updated)),
             )
-            .set(a)
+            .set((
+                agents::name.eq(a.name.clone()),
+                agents::agent_type.eq(a.agent_type.clone()),
+                agents::capabilities.eq(a.capabilities.clone()),
+                agents::permissions.eq(a.permissions.clone()),
+                agents::status.eq(a.status.clone()),
+                agents::version.eq(a.version.clone()),
+                agents::predicted_type.eq(a.predicted_type.clone()),
+                agents::type_confidence.eq(a.type_confidence),
+                agents::embedding.eq(a.embedding.clone()),
+                agents::embedding_updated_at.eq(a.embedding_updated_at),
+                agents::updated_at.eq(a.updated_at),
+                agents::profile_changed_at.eq(a.profile_changed_at),
+                agents::last_heartbeat.eq(a.last_heartbeat),
+                agents::active_since.eq(a.active_since),
+            ))
             .execute(conn)
             .await
             .db()
@@ -734,7 +768,7 @@ impl Registry {
         let (a, before, profile_changed) = loop {
             attempt += 1;
             let mut a = self.load(p, id).await?;
-            let read_status = a.status.clone();
+            let read = Read::of(&a);
             let before = previous(&a);
             let now = clock::now();
             let mut profile_changed = false;
@@ -762,7 +796,7 @@ impl Registry {
                 a.profile_changed_at = Ts(now);
                 self.reembed(&mut a, now).await;
             }
-            if self.save(&a, &read_status).await? {
+            if self.save(&a, &read).await? {
                 break (a, before, profile_changed);
             }
             lost_race(attempt, &a)?;
@@ -780,9 +814,13 @@ impl Registry {
         p.authorize(Op::AgentsDelete)?;
         let a = self.load(p, id).await?;
         let row = a.id;
-        with_conn!(&self.db, conn => {
+        let deleted = with_conn!(&self.db, conn => {
             diesel::delete(agents::table.filter(agents::id.eq(row))).execute(conn).await.db()
         })?;
+        if deleted == 0 {
+            // Deleted meanwhile by a concurrent call, which reports it.
+            return Err(Error::not_found(format!("agent {} was not found", row.0)));
+        }
         self.agent_changed(Some((p.tenant, a.agent_id()))).await;
         self.changed(p.tenant, &a, true, None);
         self.event("agent.deleted", p.tenant, &a);
@@ -803,7 +841,7 @@ impl Registry {
         let (a, before, status_changed, stale) = loop {
             attempt += 1;
             let mut a = self.load(p, id).await?;
-            let read_status = a.status.clone();
+            let read = Read::of(&a);
             let before = previous(&a);
             if a.status == "suspended" {
                 return Err(Error::new(
@@ -823,7 +861,7 @@ impl Registry {
             if stale {
                 self.reembed(&mut a, now).await;
             }
-            if self.save(&a, &read_status).await? {
+            if self.save(&a, &read).await? {
                 break (a, before, status_changed, stale);
             }
             lost_race(attempt, &a)?;
@@ -847,9 +885,10 @@ impl Registry {
             if a.status == "suspended" {
                 return Ok((&a).into());
             }
-            let read_status = std::mem::replace(&mut a.status, "suspended".into());
+            let read = Read::of(&a);
+            a.status = "suspended".into();
             a.updated_at = Ts(clock::now());
-            if self.save(&a, &read_status).await? {
+            if self.save(&a, &read).await? {
                 self.agent_changed(Some((p.tenant, a.agent_id()))).await;
                 self.event("agent.suspended", p.tenant, &a);
                 return Ok((&a).into());
@@ -861,27 +900,29 @@ impl Registry {
     /// `POST /agents/{id}/resume`: only a suspended agent; restarts the inactivity clock.
     pub async fn resume(&self, p: &Principal, id: &str) -> Result<AgentView> {
         p.authorize(Op::AgentsSuspend)?;
-        let mut a = self.load(p, id).await?;
-        if a.status != "suspended" {
-            return Err(Error::conflict(format!(
-                "agent {} is not suspended",
-                a.id.0
-            )));
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let mut a = self.load(p, id).await?;
+            if a.status != "suspended" {
+                // Also when resumed meanwhile by someone else.
+                return Err(Error::conflict(format!(
+                    "agent {} is not suspended",
+                    a.id.0
+                )));
+            }
+            let read = Read::of(&a);
+            let now = clock::now();
+            a.status = "active".into();
+            a.active_since = Ts(now);
+            a.updated_at = Ts(now);
+            if self.save(&a, &read).await? {
+                self.agent_changed(Some((p.tenant, a.agent_id()))).await;
+                self.event("agent.resumed", p.tenant, &a);
+                return Ok((&a).into());
+            }
+            lost_race(attempt, &a)?;
         }
-        let now = clock::now();
-        a.status = "active".into();
-        a.active_since = Ts(now);
-        a.updated_at = Ts(now);
-        if !self.save(&a, "suspended").await? {
-            // Resumed (or deleted) meanwhile by someone else.
-            return Err(Error::conflict(format!(
-                "agent {} is not suspended",
-                a.id.0
-            )));
-        }
-        self.agent_changed(Some((p.tenant, a.agent_id()))).await;
-        self.event("agent.resumed", p.tenant, &a);
-        Ok((&a).into())
     }
 
     /// `GET /agents/search?q=`: cosine similarity of hashed vectors, best first, only > 0.

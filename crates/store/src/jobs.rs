@@ -393,6 +393,58 @@ async fn fail_exhausted(db: &DbPool, id: Id, error: &str, now: Ts) -> Result<()>
     Ok(())
 }
 
+/// Deletes a tenant's completed jobs of `kind` beyond its newest `keep` (by completion);
+/// answers the ids deleted, so that their files can go too.
+pub async fn delete_completed_beyond(
+    db: &DbPool,
+    tenant: TenantId,
+    kind: &str,
+    keep: i64,
+) -> Result<Vec<uuid::Uuid>> {
+    let t = Id(tenant.0);
+    let old: Vec<Id> = with_conn!(db, conn => {
+        jobs::table
+            .filter(jobs::tenant_id.eq(t))
+            .filter(jobs::kind.eq(kind))
+            .filter(jobs::status.eq("completed"))
+            .order((jobs::finished_at.desc(), jobs::id.desc()))
+            .offset(keep)
+            .limit(1_000)
+            .select(jobs::id)
+            .load(conn)
+            .await
+            .db()
+    })?;
+    if old.is_empty() {
+        return Ok(Vec::new());
+    }
+    with_conn!(db, conn => {
+        diesel::delete(jobs::table.filter(jobs::id.eq_any(old.clone())))
+            .execute(conn)
+            .await
+            .db()
+    })?;
+    Ok(old.into_iter().map(|i| i.0).collect())
+}
+
+/// The ids among `ids` that no job row has any more (their files can go).
+pub async fn missing(db: &DbPool, ids: &[uuid::Uuid]) -> Result<Vec<uuid::Uuid>> {
+    let wanted: Vec<Id> = ids.iter().map(|i| Id(*i)).collect();
+    let present: Vec<Id> = with_conn!(db, conn => {
+        jobs::table
+            .filter(jobs::id.eq_any(wanted.clone()))
+            .select(jobs::id)
+            .load(conn)
+            .await
+            .db()
+    })?;
+    Ok(ids
+        .iter()
+        .filter(|i| !present.iter().any(|p| p.0 == **i))
+        .copied()
+        .collect())
+}
+
 /// Deletes the completed and failed jobs of `kind` finished before `cutoff`; returns how many.
 pub async fn delete_finished_before(db: &DbPool, kind: &str, cutoff: Ts) -> Result<usize> {
     with_conn!(db, conn => {

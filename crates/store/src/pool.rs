@@ -254,6 +254,17 @@ impl DbPool {
         }
     }
 
+    /// `s` lower-cased as this database's SQL `lower()` lower-cases, so that a pattern
+    /// compared with `lower(column)` matches what it should: every letter on PostgreSQL, ASCII
+    /// letters only on SQLite (whose `lower()` leaves "Ö" as it is; lowering the pattern
+    /// fully there would make "Örjan" miss itself).
+    pub fn sql_lower(&self, s: &str) -> String {
+        match self {
+            DbPool::Pg(_) => s.to_lowercase(),
+            DbPool::Sqlite(_) => s.to_ascii_lowercase(),
+        }
+    }
+
     /// Checks that the database answers a query (readiness).
     pub async fn ping(&self) -> Result<()> {
         crate::with_conn!(self, conn => {

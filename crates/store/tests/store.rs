@@ -193,7 +193,7 @@ db_test!(
         use std::time::Duration;
         use steward_store::jobs;
         let pool = &db.pool;
-        let tenant = insert_tenant(pool, "jobs").await;
+        let tenant = steward_store::testing::insert_tenant(pool).await.unwrap();
         let job = jobs::enqueue(pool, tenant, "k", json!({"x": 1}))
             .await
             .unwrap();
@@ -253,7 +253,7 @@ db_test!(
         use std::time::Duration;
         use steward_store::jobs;
         let pool = &db.pool;
-        let tenant = insert_tenant(pool, "jobs-owner").await;
+        let tenant = steward_store::testing::insert_tenant(pool).await.unwrap();
         let job = jobs::enqueue(pool, tenant, "owned", json!({}))
             .await
             .unwrap();
@@ -286,30 +286,13 @@ db_test!(
     }
 );
 
-/// A tenant row for the jobs' foreign key.
-async fn insert_tenant(pool: &steward_store::DbPool, name: &str) -> steward_core::TenantId {
-    let tenant = steward_core::TenantId::new();
-    let row = TenantRow {
-        id: Id(tenant.0),
-        name: name.into(),
-        settings: Json(json!({})),
-        created_at: Ts::from(steward_core::clock::now()),
-    };
-    let r: Result<usize, steward_core::Error> = async {
-        with_conn!(pool, conn => diesel::insert_into(tenants::table).values(&row).execute(conn).await.db())
-    }
-    .await;
-    r.unwrap();
-    tenant
-}
-
 db_test!(
     a_graceful_stop_puts_its_running_jobs_back_in_the_queue,
     |db| {
         use std::time::Duration;
         use steward_store::jobs;
         let pool = &db.pool;
-        let tenant = insert_tenant(pool, "jobs-stop").await;
+        let tenant = steward_store::testing::insert_tenant(pool).await.unwrap();
         let job = jobs::enqueue(pool, tenant, "stop", json!({}))
             .await
             .unwrap();
@@ -337,6 +320,61 @@ db_test!(
         assert_eq!(theirs.map(|j| (j.id, j.attempts)), Some((job.id, 1)));
         // A job another instance holds is not this instance's to release.
         assert_eq!(jobs::release_held(pool).await.unwrap(), 0);
+    }
+);
+
+db_test!(
+    a_tenants_completed_jobs_beyond_its_newest_are_deleted,
+    |db| {
+        use std::time::Duration;
+        use steward_store::jobs;
+        let pool = &db.pool;
+        let (tenant, other) = (
+            steward_store::testing::insert_tenant(pool).await.unwrap(),
+            steward_store::testing::insert_tenant(pool).await.unwrap(),
+        );
+        let mut done = Vec::new();
+        for t in [tenant, tenant, tenant, other] {
+            let job = jobs::enqueue(pool, t, "keep", json!({})).await.unwrap();
+            jobs::claim(pool, "keep", Duration::from_secs(30))
+                .await
+                .unwrap();
+            jobs::complete(pool, job.id, json!({})).await.unwrap();
+            done.push(job.id.0);
+            // Distinct completion times.
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let queued = jobs::enqueue(pool, tenant, "keep", json!({}))
+            .await
+            .unwrap();
+        let gone = jobs::delete_completed_beyond(pool, tenant, "keep", 2)
+            .await
+            .unwrap();
+        assert_eq!(
+            gone,
+            vec![done[0]],
+            "the oldest completed job of the tenant only"
+        );
+        assert!(jobs::get(pool, tenant, "keep", done[0])
+            .await
+            .unwrap()
+            .is_none());
+        assert!(jobs::get(pool, tenant, "keep", done[2])
+            .await
+            .unwrap()
+            .is_some());
+        assert!(jobs::get(pool, tenant, "keep", queued.id.0)
+            .await
+            .unwrap()
+            .is_some());
+        assert!(jobs::get(pool, other, "keep", done[3])
+            .await
+            .unwrap()
+            .is_some());
+        let missing = jobs::missing(pool, &[done[0], done[1], done[3]])
+            .await
+            .unwrap();
+        assert_eq!(missing, vec![done[0]]);
     }
 );
 

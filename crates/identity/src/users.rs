@@ -343,7 +343,7 @@ impl Identity {
         if search.is_some_and(|s| s.chars().count() > SEARCH_MAX_CHARS) {
             q.error("search", format!("at most {SEARCH_MAX_CHARS} characters"));
         }
-        let search = search.map(|s| escape_like(&self.db.sql_lower(&s)));
+        let search = search.map(|s| escape_like(&self.db.sql_lower(s)));
         let tenant_filter: Option<uuid::Uuid> = q.parse("tenant_id", "a UUID");
         q.finish()?;
         let tenant = if p.is_super_admin() {

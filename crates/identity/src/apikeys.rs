@@ -1,8 +1,7 @@
 //! Personal API keys (contract 9).
 
 use diesel::prelude::*;
-use diesel_async::{AsyncConnection, RunQueryDsl};
-use scoped_futures::ScopedFutureExt;
+use diesel_async::RunQueryDsl;
 use serde_json::{json, Value};
 use steward_core::page::MAX_LIMIT;
 use steward_core::principal::CredentialKind;
@@ -10,12 +9,12 @@ use steward_core::validate::{Fields, Query};
 use steward_core::{
     clock, parse_path_id, ApiKeyId, Body, Error, Page, PageRequest, Principal, Result, UserId,
 };
-use steward_store::schema::{api_keys, users};
+use steward_store::schema::api_keys;
 use steward_store::{with_conn, DbResultExt, Id, Ts};
 
 use crate::keys::RawKey;
 use crate::rows::ApiKeyRow;
-use crate::service::Identity;
+use crate::service::{Identity, UserState};
 use crate::views::ApiKeyView;
 
 const DEFAULT_NAME: &str = "api-key";
@@ -55,28 +54,7 @@ impl Identity {
             revoked_at: None,
             last_used_at: None,
         };
-        let owner = Id(user.0);
-        let created = with_conn!(&self.db, conn => {
-            conn.transaction::<_, diesel::result::Error, _>(|conn| {
-                let row = &row;
-                async move {
-                    // The owner's row first (its lock): no key is created for a user deleted
-                    // while this request ran (the foreign key would refuse it as a 500).
-                    let present = diesel::update(users::table.filter(users::id.eq(owner)))
-                        .set(users::updated_at.eq(users::updated_at))
-                        .execute(conn)
-                        .await?;
-                    if present == 0 {
-                        return Ok(false);
-                    }
-                    diesel::insert_into(api_keys::table).values(row).execute(conn).await?;
-                    Ok(true)
-                }
-                .scope_boxed()
-            })
-            .await
-            .db()
-        })?;
+        let created = self.insert_key_if(&row, UserState::Present).await?;
         if !created {
             return Err(Error::invalid_credentials(
                 "the user of this credential no longer exists",

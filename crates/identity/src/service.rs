@@ -450,46 +450,19 @@ impl Identity {
             revoked_at: None,
             last_used_at: None,
         };
-        let user_id = user.id;
-        let (role, hash) = (&user.role, &user.password_hash);
         // The session opens only while the user is as read (same password, same role, still
-        // active and present), in one transaction that first updates the user's row: a login
-        // racing a password reset, a role change, a block or a deletion is refused, never
-        // left holding a session the change meant to end (or a key of a deleted user).
-        let opened = with_conn!(&self.db, conn => {
-            conn.transaction::<_, diesel::result::Error, _>(|conn| {
-                let row = &row;
-                async move {
-                    let still = users::table
-                        .filter(users::id.eq(user_id))
-                        .filter(users::is_active.eq(true))
-                        .filter(users::role.eq(role));
-                    let stamp = users::last_login_at.eq(Some(Ts(now)));
-                    let n = match hash {
-                        Some(h) => {
-                            diesel::update(still.filter(users::password_hash.eq(h)))
-                                .set(stamp)
-                                .execute(conn)
-                                .await?
-                        }
-                        None => {
-                            diesel::update(still.filter(users::password_hash.is_null()))
-                                .set(stamp)
-                                .execute(conn)
-                                .await?
-                        }
-                    };
-                    if n == 0 {
-                        return Ok(false);
-                    }
-                    diesel::insert_into(api_keys::table).values(row).execute(conn).await?;
-                    Ok(true)
-                }
-                .scope_boxed()
-            })
-            .await
-            .db()
-        })?;
+        // active and present): a login racing a password reset, a role change, a block or a
+        // deletion is refused, never left holding a session the change meant to end.
+        let opened = self
+            .insert_key_if(
+                &row,
+                UserState::AsRead {
+                    role: &user.role,
+                    hash: user.password_hash.as_deref(),
+                    login_at: Ts(now),
+                },
+            )
+            .await?;
         if !opened {
             return Err(Error::invalid_credentials(
                 "the account changed while signing in; sign in again",
@@ -551,6 +524,63 @@ impl Identity {
         )
         .await;
         Ok(())
+    }
+
+    /// Inserts `row`, a key of its user, in one transaction that first updates the user's row
+    /// (its lock) where the user is in `state`: `false`, and nothing inserted, when the user
+    /// changed or is gone, so no key outlives the change meant to end it and no key of a
+    /// deleted user meets the foreign key as a 500.
+    pub(crate) async fn insert_key_if(
+        &self,
+        row: &ApiKeyRow,
+        state: UserState<'_>,
+    ) -> Result<bool> {
+        let Some(user) = row.user_id else {
+            return Err(Error::internal_msg("a user's key without its user"));
+        };
+        with_conn!(&self.db, conn => {
+            conn.transaction::<_, diesel::result::Error, _>(|conn| {
+                async move {
+                    let one = users::table.filter(users::id.eq(user));
+                    let n = match state {
+                        UserState::Present => {
+                            diesel::update(one)
+                                .set(users::updated_at.eq(users::updated_at))
+                                .execute(conn)
+                                .await?
+                        }
+                        UserState::AsRead { role, hash, login_at } => {
+                            let still = one
+                                .filter(users::is_active.eq(true))
+                                .filter(users::role.eq(role));
+                            let stamp = users::last_login_at.eq(Some(login_at));
+                            match hash {
+                                Some(h) => {
+                                    diesel::update(still.filter(users::password_hash.eq(h)))
+                                        .set(stamp)
+                                        .execute(conn)
+                                        .await?
+                                }
+                                None => {
+                                    diesel::update(still.filter(users::password_hash.is_null()))
+                                        .set(stamp)
+                                        .execute(conn)
+                                        .await?
+                                }
+                            }
+                        }
+                    };
+                    if n == 0 {
+                        return Ok(false);
+                    }
+                    diesel::insert_into(api_keys::table).values(row).execute(conn).await?;
+                    Ok(true)
+                }
+                .scope_boxed()
+            })
+            .await
+            .db()
+        })
     }
 
     /// Sets a user's password hash and ends the user's sessions, in one transaction: every
@@ -642,4 +672,17 @@ impl Identity {
             Ok::<_, Error>(revocations + sessions)
         })
     }
+}
+
+/// What `Identity::insert_key_if` requires of the key's user.
+pub(crate) enum UserState<'a> {
+    /// The user exists (a personal key).
+    Present,
+    /// The user is as read at login: active, with this role and password hash; the login's
+    /// time is stamped on the row.
+    AsRead {
+        role: &'a str,
+        hash: Option<&'a str>,
+        login_at: Ts,
+    },
 }

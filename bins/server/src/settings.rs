@@ -154,6 +154,9 @@ pub struct Settings {
     pub port: u16,
     pub database: DbTarget,
     pub redis_url: Option<Secret>,
+    /// `CACHE_MEMORY_MB`: the memory budget of the in-process cache's volatile entries (result
+    /// caches), in bytes; unused with Redis.
+    pub cache_memory_bytes: u64,
     pub opa_url: Option<String>,
     pub policy_engine_enabled: bool,
     pub secret_key: Secret,
@@ -355,6 +358,14 @@ impl Settings {
                 r.errors
                     .push("REDIS_URL: expected a redis://, rediss:// or unix:// URL".to_owned());
             }
+        }
+        let cache_memory_mb = r.positive("CACHE_MEMORY_MB", 128);
+        if cache_memory_mb > 1_048_576 {
+            r.fail(
+                "CACHE_MEMORY_MB",
+                &cache_memory_mb.to_string(),
+                "must be between 1 and 1048576",
+            );
         }
         let opa_url = r.url("OPA_URL");
         let policy_engine_enabled = r.bool("POLICY_ENGINE_ENABLED", true);
@@ -622,6 +633,7 @@ impl Settings {
             port,
             database,
             redis_url: redis_url.map(Secret),
+            cache_memory_bytes: cache_memory_mb.min(1_048_576) * 1024 * 1024,
             opa_url,
             policy_engine_enabled,
             secret_key: Secret(secret_key),

@@ -90,7 +90,12 @@ impl AppState {
                     Arc::new(RedisBus::new(handle)),
                 )
             }
-            None => (Arc::new(MemoryCache::new()), Arc::new(MemoryBus::new())),
+            None => (
+                Arc::new(MemoryCache::with_volatile_budget(
+                    settings.cache_memory_bytes,
+                )),
+                Arc::new(MemoryBus::new()),
+            ),
         };
         if let Err(e) = cache.ping().await {
             // Not fatal: readiness reports it until the cache answers.

@@ -2,8 +2,9 @@
 //! trigram sets of normalised names (lowercase, only `a-z0-9` kept), and transitive groups of
 //! the pairs at or above a threshold.
 //!
-//! Pairs are found through an inverted index of trigrams, so only names sharing at least one
-//! trigram are ever compared (a pair sharing none has similarity 0, below any threshold).
+//! Pairs are found through an inverted index of the rarest trigrams of each name (prefix
+//! filtering, `groups`), so only names that can reach the threshold are ever compared (a pair
+//! sharing no trigram has similarity 0, below any threshold).
 
 use std::collections::HashMap;
 
@@ -95,39 +96,80 @@ impl UnionFind {
     }
 }
 
+/// The shortest overlap (shared grams) a set of `n` grams needs with another for their
+/// Jaccard index to reach `threshold` (as compared with `EPSILON`): `J ≥ t` means
+/// `shared ≥ t·|x ∪ y| ≥ t·n`. Rounded down generously, so that a prefix is never too short.
+fn min_overlap(n: usize, threshold: f64) -> usize {
+    let need = ((threshold - EPSILON) * n as f64 - 1e-6).ceil();
+    if need.is_nan() || need < 1.0 {
+        1
+    } else {
+        (need as usize).min(n)
+    }
+}
+
 /// The groups (indexes into `names`, ascending) of two or more names connected transitively
 /// by pairs whose similarity is at least `threshold`; ordered by their first index.
+///
+/// Prefix filtering (the AllPairs similarity join): every set's grams are ordered rarest
+/// first, and only the first `n − overlap + 1` of them are indexed and probed — two sets
+/// sharing at least `overlap` grams share one in those prefixes. A candidate pair is then
+/// dropped when its sizes alone rule the threshold out, or when the two names are already in
+/// one group, before the exact index is computed. Names that share many common grams (built
+/// alike) thus cost one probe each instead of a comparison with every other.
 pub fn groups<S: AsRef<str>>(names: &[S], threshold: f64) -> Vec<Vec<usize>> {
     let sets: Vec<Vec<u32>> = names
         .iter()
         .map(|n| trigrams(&normalise(n.as_ref())))
         .collect();
-    let mut postings: HashMap<u32, Vec<usize>> = HashMap::new();
-    for (i, set) in sets.iter().enumerate() {
+    let mut frequency: HashMap<u32, u32> = HashMap::new();
+    for set in &sets {
         for g in set {
+            *frequency.entry(*g).or_default() += 1;
+        }
+    }
+    let prefixes: Vec<Vec<u32>> = sets
+        .iter()
+        .map(|set| {
+            let mut ordered = set.clone();
+            ordered.sort_unstable_by_key(|g| (frequency.get(g).copied().unwrap_or(0), *g));
+            ordered.truncate(set.len() + 1 - min_overlap(set.len(), threshold).max(1));
+            ordered
+        })
+        .collect();
+    let mut postings: HashMap<u32, Vec<usize>> = HashMap::new();
+    for (i, prefix) in prefixes.iter().enumerate() {
+        for g in prefix {
             postings.entry(*g).or_default().push(i);
         }
     }
     let mut uf = UnionFind::new(sets.len());
-    let mut shared: HashMap<usize, usize> = HashMap::new();
-    for (i, set) in sets.iter().enumerate() {
-        if set.is_empty() {
-            continue;
-        }
-        shared.clear();
-        for g in set {
-            if let Some(list) = postings.get(g) {
-                // Postings are ascending: only look at later names (each pair once).
-                let start = list.partition_point(|&j| j <= i);
-                for &j in &list[start..] {
-                    *shared.entry(j).or_default() += 1;
+    // The last name a candidate was checked against (each pair once per probe).
+    let mut checked = vec![usize::MAX; sets.len()];
+    for (i, prefix) in prefixes.iter().enumerate() {
+        for g in prefix {
+            let Some(list) = postings.get(g) else {
+                continue;
+            };
+            // Postings are ascending: only later names (each pair once).
+            let start = list.partition_point(|&j| j <= i);
+            for &j in &list[start..] {
+                if checked[j] == i {
+                    continue;
                 }
-            }
-        }
-        for (&j, &common) in &shared {
-            let union = set.len() + sets[j].len() - common;
-            if union > 0 && common as f64 / union as f64 + EPSILON >= threshold {
-                uf.union(i, j);
+                checked[j] = i;
+                let (a, b) = (sets[i].len(), sets[j].len());
+                let (lo, hi) = (a.min(b), a.max(b));
+                // J ≤ lo / hi.
+                if lo as f64 / hi as f64 + EPSILON < threshold {
+                    continue;
+                }
+                if uf.find(i) == uf.find(j) {
+                    continue;
+                }
+                if jaccard(&sets[i], &sets[j]) + EPSILON >= threshold {
+                    uf.union(i, j);
+                }
             }
         }
     }
@@ -194,6 +236,73 @@ mod tests {
         let t = similarity(a, b).min(similarity(b, c));
         assert!(similarity(a, c) < t);
         assert_eq!(groups(&[a, b, c], t), vec![vec![0, 1, 2]]);
+    }
+
+    /// Every pair compared: what `groups` must find.
+    fn groups_by_every_pair(names: &[String], threshold: f64) -> Vec<Vec<usize>> {
+        let mut uf = UnionFind::new(names.len());
+        for i in 0..names.len() {
+            for j in i + 1..names.len() {
+                let (a, b) = (
+                    trigrams(&normalise(&names[i])),
+                    trigrams(&normalise(&names[j])),
+                );
+                let shared = a.iter().filter(|g| b.contains(g)).count();
+                if shared > 0 && jaccard(&a, &b) + EPSILON >= threshold {
+                    uf.union(i, j);
+                }
+            }
+        }
+        let mut by_root: HashMap<usize, Vec<usize>> = HashMap::new();
+        for i in 0..names.len() {
+            let root = uf.find(i);
+            by_root.entry(root).or_default().push(i);
+        }
+        let mut out: Vec<Vec<usize>> = by_root.into_values().filter(|g| g.len() > 1).collect();
+        out.sort_unstable_by_key(|g| g[0]);
+        out
+    }
+
+    #[test]
+    fn prefix_filtering_finds_every_group_that_comparing_every_pair_finds() {
+        // Names over a small alphabet share many trigrams: many near misses, many groups.
+        let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move |m: u64| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (state >> 33) % m
+        };
+        for alphabet in [&b"abc"[..], &b"abcdefgh-"[..]] {
+            let names: Vec<String> = (0..400)
+                .map(|_| {
+                    let len = 1 + next(14) as usize;
+                    (0..len)
+                        .map(|_| char::from(alphabet[next(alphabet.len() as u64) as usize]))
+                        .collect()
+                })
+                .collect();
+            for t in [0.05, 0.3, 0.5, 0.6, 0.7, 0.75, 0.8, 0.9, 1.0] {
+                assert_eq!(
+                    groups(&names, t),
+                    groups_by_every_pair(&names, t),
+                    "alphabet {:?}, threshold {t}",
+                    String::from_utf8_lossy(alphabet)
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn names_built_alike_form_one_group_without_comparing_every_pair() {
+        // 3,000 names sharing most of their trigrams: one group, found in one pass.
+        let names: Vec<String> = (0..3_000)
+            .map(|i| format!("shadow-agent-name-{i:05}"))
+            .collect();
+        let g = groups(&names, 0.5);
+        assert_eq!(g.len(), 1);
+        assert_eq!(g[0].len(), 3_000);
+        assert_eq!(groups(&names, 0.95), Vec::<Vec<usize>>::new());
     }
 
     #[test]

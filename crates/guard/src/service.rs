@@ -501,10 +501,13 @@ impl Guard {
             }
         }
         result.processing_time_ms = ms(started);
+        let cacheable = cacheable && !self.config.cache_ttl.is_zero();
         if let (true, Ok(bytes)) = (cacheable, serde_json::to_vec(&result)) {
+            // A result can be computed again: the in-process cache may drop it early to stay
+            // within its memory budget (`CACHE_MEMORY_MB`).
             if let Err(e) = self
                 .cache
-                .set(&key, &bytes, Some(self.config.cache_ttl))
+                .set_volatile(&key, &bytes, self.config.cache_ttl)
                 .await
             {
                 tracing::debug!(error = %e, "guard result not cached");

@@ -1022,9 +1022,12 @@ fn shift_table() -> &'static HashMap<String, u8> {
 fn unshift(text: &str) -> Option<(u8, String)> {
     let table = shift_table();
     let mut hits = [0usize; 27];
+    let mut lower = String::with_capacity(16);
     for word in text.split(|c: char| !c.is_ascii_alphabetic()) {
         if (3..=14).contains(&word.len()) {
-            if let Some(&shift) = table.get(&word.to_ascii_lowercase()) {
+            lower.clear();
+            lower.extend(word.chars().map(|c| c.to_ascii_lowercase()));
+            if let Some(&shift) = table.get(lower.as_str()) {
                 hits[usize::from(shift)] += 1;
             }
         }
@@ -1056,9 +1059,14 @@ fn reversed_words() -> &'static std::collections::HashSet<String> {
 /// Text written backwards, as a whole or word by word: both readings, when at least two of
 /// its words are reversed common words.
 fn unreverse(text: &str) -> Option<[String; 2]> {
+    let mut lower = String::with_capacity(16);
     let hits = text
-        .split(|c: char| !c.is_alphabetic())
-        .filter(|w| w.len() >= 3 && reversed_words().contains(&w.to_lowercase()))
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .filter(|w| {
+            lower.clear();
+            lower.extend(w.chars().map(|c| c.to_ascii_lowercase()));
+            (3..=14).contains(&w.len()) && reversed_words().contains(lower.as_str())
+        })
         .count();
     if hits < 2 {
         return None;
@@ -1149,7 +1157,7 @@ pub fn variants_and_canonical(text: &str) -> (Vec<Variant>, String) {
         push_decoded(joined, "joined spaced-out text", 0, &mut out);
     }
     push_rot13(&revealed, &mut out);
-    push_rewritten(text, &clean, &mut out);
+    push_rewritten(text, &clean, &joined, &mut out);
     // Bytes hidden in a run of variation selectors after a character ("emoji smuggling").
     if let Some(decoded) = decode_selectors(text) {
         push_decoded(decoded, "decoded variation selectors", 0, &mut out);
@@ -1179,25 +1187,34 @@ fn transform_name(text: &str) -> &'static str {
 /// it: escapes and character references, diacritics and letter forms, letters spread out by
 /// separators, markup inside words, upside-down, backwards, or under a letter shift. Each
 /// is a decoded variant (scanned and scored, and decoded further).
-fn push_rewritten(text: &str, clean: &str, out: &mut Vec<Variant>) {
+fn push_rewritten(text: &str, clean: &str, joined: &str, out: &mut Vec<Variant>) {
+    // Like the other decodings, a reading keeps at most `MAX_DECODED` characters.
+    let push = |decoded: String, transform: &'static str, out: &mut Vec<Variant>| {
+        let decoded = match decoded.char_indices().nth(MAX_DECODED) {
+            Some((end, _)) => decoded[..end].to_owned(),
+            None => decoded,
+        };
+        push_decoded(decoded, transform, 0, out);
+    };
     if let Some(decoded) = decode_escapes(text) {
-        push_decoded(decoded, "decoded character escapes", 0, out);
+        push(decoded, "decoded character escapes", out);
     }
     if let Some(decoded) = strip_diacritics(text) {
-        push_decoded(decoded, "decoded diacritics and letter forms", 0, out);
+        push(decoded, "decoded diacritics and letter forms", out);
     }
     if let Some(decoded) = unturn(clean) {
-        push_decoded(decoded, "decoded upside-down text", 0, out);
+        push(decoded, "decoded upside-down text", out);
     }
     if let Some(decoded) = strip_markup(clean) {
-        push_decoded(decoded, "decoded markup inside words", 0, out);
+        push(decoded, "decoded markup inside words", out);
     }
-    if let Some(decoded) = join_separated(clean) {
-        push_decoded(decoded, "decoded letters spread out by separators", 0, out);
+    // Letters spread out by spaces alone are joined in the canonical text already.
+    if let Some(decoded) = join_separated(clean).filter(|d| d != joined) {
+        push(decoded, "decoded letters spread out by separators", out);
     }
     if let Some(readings) = unreverse(clean) {
         for decoded in readings {
-            push_decoded(decoded, "decoded backwards text", 0, out);
+            push(decoded, "decoded backwards text", out);
         }
     }
     if let Some((shift, decoded)) = unshift(clean) {
@@ -1206,12 +1223,12 @@ fn push_rewritten(text: &str, clean: &str, out: &mut Vec<Variant>) {
             26 => "decoded Atbash",
             _ => "decoded letter shift (Caesar)",
         };
-        push_decoded(decoded, how, 0, out);
+        push(decoded, how, out);
     }
     // `+` for every space (a form-encoded prompt without percent escapes).
     let pluses = clean.matches('+').count();
     if pluses >= 3 && pluses > clean.matches(' ').count() {
-        push_decoded(clean.replace('+', " "), "decoded URL encoding", 0, out);
+        push(clean.replace('+', " "), "decoded URL encoding", out);
     }
 }
 

@@ -350,22 +350,37 @@ fn is_latin(c: char) -> bool {
     matches!(c as u32, 0x0041..=0x024F | 0x1E00..=0x1EFF)
 }
 
+/// Whitespace runs collapsed to one space, and a run of one character repeated more than
+/// three times cut to three ("=====", "Please wait.....", "aaaa…"): a run is one mark, and its
+/// length would otherwise repeat one n-gram until it outweighs the rest of the text.
 fn collapse_ws(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut space = false;
+    let (mut last, mut run) = ('\0', 0usize);
     for c in text.chars() {
         if c.is_whitespace() {
             space = true;
         } else {
             if space && !out.is_empty() {
                 out.push(' ');
+                run = 0;
             }
             space = false;
-            out.push(c);
+            if c == last && run > 0 {
+                run += 1;
+            } else {
+                (last, run) = (c, 1);
+            }
+            if run <= MAX_REPEAT {
+                out.push(c);
+            }
         }
     }
     out
 }
+
+/// Longest run of one character the canonical text keeps.
+const MAX_REPEAT: usize = 3;
 
 fn base64_re() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();
@@ -1432,6 +1447,18 @@ mod tests {
                 variants(ordinary)
             );
         }
+    }
+
+    #[test]
+    fn runs_of_one_character_are_cut_to_three() {
+        assert_eq!(
+            canonical("Quarterly report\n===========\nSales grew"),
+            "quarterly report === sales grew"
+        );
+        assert_eq!(canonical("Please wait....."), "please wait...");
+        assert_eq!(canonical("soooooo good"), "sooo good");
+        // Runs are counted within a word: spaced dots stay.
+        assert_eq!(canonical(". . . . ."), ". . . . .");
     }
 
     #[test]

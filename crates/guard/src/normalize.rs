@@ -652,17 +652,28 @@ fn strip_diacritics(text: &str) -> Option<String> {
     if text.is_ascii() {
         return None;
     }
+    // Dotless ı is an ordinary Turkish letter, folded but no sign of dressing up.
     let forms = text
         .chars()
-        .filter(|c| fold_letter_form(*c).is_some())
+        .filter(|c| *c != 'ı' && fold_letter_form(*c).is_some())
         .count();
-    let composed: String = text.nfc().collect();
-    let loose_marks = composed
-        .chars()
-        .filter(|c| unicode_normalization::char::is_combining_mark(*c))
-        .count();
+    // Variation selectors are marks too, but hide no letter (they are removed as invisible).
+    let is_mark = |c: char| unicode_normalization::char::is_combining_mark(c) && !is_invisible(c);
+    let composed: Cow<'_, str> = if text.chars().any(is_mark) {
+        Cow::Owned(text.nfc().collect())
+    } else {
+        Cow::Borrowed(text)
+    };
+    let loose_marks = composed.chars().filter(|c| is_mark(*c)).count();
     let (mut words, mut marked) = (0usize, 0usize);
     for word in composed.split_whitespace() {
+        if word.is_ascii() {
+            // No diacritic: a Latin word, counted when it has three letters or more.
+            if word.bytes().filter(u8::is_ascii_alphabetic).count() >= 3 {
+                words += 1;
+            }
+            continue;
+        }
         let letters = word.chars().filter(|c| c.is_alphabetic());
         if letters.clone().count() >= 3 && letters.clone().all(is_latin) {
             words += 1;
@@ -819,7 +830,8 @@ fn tag_re() -> &'static Regex {
 
 /// The text without HTML tags and comments and without Markdown emphasis inside words
 /// (`I<b></b>gnore`, `<span>Ig</span><span>nore</span>`, `**Ig**nore`): a tag between two
-/// letters is dropped, elsewhere it becomes a space. `None` unless at least two were removed.
+/// letters is dropped, elsewhere it becomes a space. `None` unless at least two stood inside
+/// words (ordinary HTML and Markdown put them between words).
 fn strip_markup(text: &str) -> Option<String> {
     let mut removed = 0usize;
     let mut out = if text.contains('<') && text.contains('>') {
@@ -829,12 +841,13 @@ fn strip_markup(text: &str) -> Option<String> {
             out.push_str(&text[last..m.start()]);
             let before = text[..m.start()].chars().next_back();
             let after = text[m.end()..].chars().next();
-            if !(before.is_some_and(char::is_alphanumeric)
-                && after.is_some_and(char::is_alphanumeric))
+            if before.is_some_and(char::is_alphanumeric) && after.is_some_and(char::is_alphanumeric)
             {
+                // Inside a word: what hides the word.
+                removed += 1;
+            } else {
                 out.push(' ');
             }
-            removed += 1;
             last = m.end();
         }
         out.push_str(&text[last..]);
@@ -844,7 +857,20 @@ fn strip_markup(text: &str) -> Option<String> {
     };
     for marker in ["**", "__", "~~"] {
         if out.contains(marker) {
-            removed += out.matches(marker).count();
+            // Emphasis inside a word ("**Ig**nore"), not around one ("**Note:**").
+            removed += out
+                .match_indices(marker)
+                .filter(|(i, m)| {
+                    out[..*i]
+                        .chars()
+                        .next_back()
+                        .is_some_and(char::is_alphanumeric)
+                        && out[i + m.len()..]
+                            .chars()
+                            .next()
+                            .is_some_and(char::is_alphanumeric)
+                })
+                .count();
             out = out.replace(marker, "");
         }
     }
@@ -1487,6 +1513,8 @@ mod tests {
             "Peux-tu résumer ce document pour mon équipe avant la réunion de demain ?",
             "Scores: 12 45 67 89 23 56 78 90 11 34 and the totals 120, 340, 560, 780, 910, 230, 450, 670.",
             "Build 10110011 10011100 11110000 00001111 10101010 01010101 passed.",
+            "Önceki talimatları unutmayın, sınav yarın ışıklar kapanmadan başlıyor.",
+            "**Note:** keep **all** receipts and <b>bring</b> them to the <i>front desk</i>.",
         ] {
             assert!(
                 !variants(ordinary).iter().any(|v| matches!(

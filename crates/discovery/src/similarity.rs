@@ -86,6 +86,21 @@ impl UnionFind {
         x
     }
 
+    /// The sets of two or more members (ascending), ordered by their first member.
+    fn groups(&mut self) -> Vec<Vec<usize>> {
+        let mut by_root: HashMap<usize, Vec<usize>> = HashMap::new();
+        for i in 0..self.parent.len() {
+            let root = self.find(i);
+            by_root.entry(root).or_default().push(i);
+        }
+        let mut out: Vec<Vec<usize>> = by_root.into_values().filter(|g| g.len() > 1).collect();
+        for g in &mut out {
+            g.sort_unstable();
+        }
+        out.sort_unstable_by_key(|g| g[0]);
+        out
+    }
+
     fn union(&mut self, a: usize, b: usize) {
         let (ra, rb) = (self.find(a), self.find(b));
         if ra != rb {
@@ -173,17 +188,7 @@ pub fn groups<S: AsRef<str>>(names: &[S], threshold: f64) -> Vec<Vec<usize>> {
             }
         }
     }
-    let mut by_root: HashMap<usize, Vec<usize>> = HashMap::new();
-    for i in 0..sets.len() {
-        let root = uf.find(i);
-        by_root.entry(root).or_default().push(i);
-    }
-    let mut out: Vec<Vec<usize>> = by_root.into_values().filter(|g| g.len() > 1).collect();
-    for g in &mut out {
-        g.sort_unstable();
-    }
-    out.sort_unstable_by_key(|g| g[0]);
-    out
+    uf.groups()
 }
 
 #[cfg(test)]
@@ -253,14 +258,7 @@ mod tests {
                 }
             }
         }
-        let mut by_root: HashMap<usize, Vec<usize>> = HashMap::new();
-        for i in 0..names.len() {
-            let root = uf.find(i);
-            by_root.entry(root).or_default().push(i);
-        }
-        let mut out: Vec<Vec<usize>> = by_root.into_values().filter(|g| g.len() > 1).collect();
-        out.sort_unstable_by_key(|g| g[0]);
-        out
+        uf.groups()
     }
 
     #[test]

@@ -1058,21 +1058,29 @@ fn shift_table() -> &'static HashMap<String, u8> {
     })
 }
 
-/// Text under a letter shift (Caesar, ROT13 without its name) or Atbash: decoded when at
-/// least three of its words are common words under one shift. The shift found and the text.
-fn unshift(text: &str) -> Option<(u8, String)> {
-    let table = shift_table();
-    let mut hits = [0usize; 27];
+/// Calls `f` with each run of 3–14 ASCII letters of `text`, lower-cased (the common words
+/// looked for under a shift or backwards), without an allocation per word.
+fn for_each_word(text: &str, mut f: impl FnMut(&str)) {
     let mut lower = String::with_capacity(16);
     for word in text.split(|c: char| !c.is_ascii_alphabetic()) {
         if (3..=14).contains(&word.len()) {
             lower.clear();
             lower.extend(word.chars().map(|c| c.to_ascii_lowercase()));
-            if let Some(&shift) = table.get(lower.as_str()) {
-                hits[usize::from(shift)] += 1;
-            }
+            f(&lower);
         }
     }
+}
+
+/// Text under a letter shift (Caesar, ROT13 without its name) or Atbash: decoded when at
+/// least three of its words are common words under one shift. The shift found and the text.
+fn unshift(text: &str) -> Option<(u8, String)> {
+    let table = shift_table();
+    let mut hits = [0usize; 27];
+    for_each_word(text, |word| {
+        if let Some(&shift) = table.get(word) {
+            hits[usize::from(shift)] += 1;
+        }
+    });
     let (shift, &n) = hits.iter().enumerate().max_by_key(|(_, n)| **n)?;
     if n < 3 {
         return None;
@@ -1100,15 +1108,12 @@ fn reversed_words() -> &'static std::collections::HashSet<String> {
 /// Text written backwards, as a whole or word by word: both readings, when at least two of
 /// its words are reversed common words.
 fn unreverse(text: &str) -> Option<[String; 2]> {
-    let mut lower = String::with_capacity(16);
-    let hits = text
-        .split(|c: char| !c.is_ascii_alphabetic())
-        .filter(|w| {
-            lower.clear();
-            lower.extend(w.chars().map(|c| c.to_ascii_lowercase()));
-            (3..=14).contains(&w.len()) && reversed_words().contains(lower.as_str())
-        })
-        .count();
+    let mut hits = 0;
+    for_each_word(text, |word| {
+        if reversed_words().contains(word) {
+            hits += 1;
+        }
+    });
     if hits < 2 {
         return None;
     }

@@ -284,7 +284,12 @@ pub(crate) async fn register_agents(o: &Options, key: &str, n: usize) -> Result<
     Ok(ids)
 }
 
-/// Runs `clients` loops of `step` for the duration; returns the merged samples.
+/// How many failed steps of one run [`drive`] prints.
+const REPORTED_ERRORS: u64 = 5;
+
+/// Runs `clients` loops of `step` for the duration; returns the merged samples. A step
+/// answers `Ok(true)` when it succeeded, and preferably `Err` with what it got otherwise
+/// (the first [`REPORTED_ERRORS`] failures are printed).
 pub(crate) async fn drive<F, Fut>(
     o: &Options,
     clients: usize,
@@ -329,8 +334,20 @@ where
                 };
                 match step(client, i).await {
                     Ok(true) => samples.push(t.elapsed()),
-                    _ => {
-                        errors.fetch_add(1, Ordering::Relaxed);
+                    outcome => {
+                        let n = errors.fetch_add(1, Ordering::Relaxed);
+                        // The first few say what went wrong (a status and its problem, or a
+                        // lost connection), so a failed run can be explained from its log.
+                        if n < REPORTED_ERRORS {
+                            match outcome {
+                                Err(e) => {
+                                    eprintln!("  error (client {client}, request {i}): {e:#}")
+                                }
+                                _ => eprintln!(
+                                    "  error (client {client}, request {i}): unexpected answer"
+                                ),
+                            }
+                        }
                     }
                 }
                 i += 1;
@@ -396,10 +413,10 @@ async fn login(o: Options) -> Result<()> {
             async move {
                 let mut g = with_conn(&conns[client], &addr).await?;
                 let c = g.as_mut().ok_or_else(|| anyhow!("no connection"))?;
-                let (s, _) = c
+                let (s, body) = c
                     .call("POST", "/api/v1/auth/login", &[], Some(&body))
                     .await?;
-                Ok(s == 200)
+                expect_status(s, 200, &body)
             }
         })
     };
@@ -411,8 +428,8 @@ async fn login(o: Options) -> Result<()> {
             async move {
                 let mut g = with_conn(&slot, &addr).await?;
                 let c = g.as_mut().ok_or_else(|| anyhow!("no connection"))?;
-                let (s, _) = c.call("GET", "/health", &[], None).await?;
-                Ok(s == 200)
+                let (s, body) = c.call("GET", "/health", &[], None).await?;
+                expect_status(s, 200, &body)
             }
         })
     };
@@ -454,8 +471,8 @@ async fn audit(o: Options) -> Result<()> {
                               "input": {"q": i}, "risk_score": 0.25, "is_approved": true});
             let mut g = with_conn(&conns[client], &addr).await?;
             let c = g.as_mut().ok_or_else(|| anyhow!("no connection"))?;
-            let (st, _) = c.call("POST", "/api/v1/audit/log", &[("X-API-Key", key)], Some(&body)).await?;
-            Ok(st == 201)
+            let (st, body) = c.call("POST", "/api/v1/audit/log", &[("X-API-Key", key)], Some(&body)).await?;
+            expect_status(st, 201, &body)
         }
     })
     .await?;
@@ -482,7 +499,7 @@ async fn heartbeat(o: Options) -> Result<()> {
             let agent = &agents[(client * 7919 + i as usize * 104_729) % agents.len()];
             let mut g = with_conn(&conns[client], &addr).await?;
             let c = g.as_mut().ok_or_else(|| anyhow!("no connection"))?;
-            let (st, _) = c
+            let (st, body) = c
                 .call(
                     "POST",
                     &format!("/api/v1/agents/{agent}/heartbeat"),
@@ -490,7 +507,7 @@ async fn heartbeat(o: Options) -> Result<()> {
                     None,
                 )
                 .await?;
-            Ok(st == 200)
+            expect_status(st, 200, &body)
         }
     })
     .await?;
@@ -584,7 +601,7 @@ async fn check(o: Options) -> Result<()> {
                               "resource": format!("{resource}/{i}"), "context": context});
             let mut g = with_conn(&conns[client], &addr).await?;
             let c = g.as_mut().ok_or_else(|| anyhow!("no connection"))?;
-            let (st, _) = c
+            let (st, body) = c
                 .call(
                     "POST",
                     "/api/v1/policies/check",
@@ -592,7 +609,7 @@ async fn check(o: Options) -> Result<()> {
                     Some(&body),
                 )
                 .await?;
-            Ok(st == 200)
+            expect_status(st, 200, &body)
         }
     })
     .await?;
@@ -636,7 +653,7 @@ async fn search(o: Options) -> Result<()> {
             let q = queries[(client + i as usize) % queries.len()].replace(' ', "%20");
             let mut g = with_conn(&conns[client], &addr).await?;
             let c = g.as_mut().ok_or_else(|| anyhow!("no connection"))?;
-            let (st, _) = c
+            let (st, body) = c
                 .call(
                     "GET",
                     &format!("/api/v1/agents/search?q={q}&limit=20"),
@@ -644,7 +661,7 @@ async fn search(o: Options) -> Result<()> {
                     None,
                 )
                 .await?;
-            Ok(st == 200)
+            expect_status(st, 200, &body)
         }
     })
     .await?;
@@ -663,5 +680,26 @@ impl Options {
         self.addr = o.addr.clone();
         self.admin_key = o.admin_key.clone();
         self
+    }
+}
+
+/// The start of an answer's body, for an error message.
+pub(crate) fn excerpt(body: &Value) -> String {
+    let text = body.to_string();
+    match text.char_indices().nth(300) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text,
+    }
+}
+
+/// `Ok(true)` when a step got the status it wanted, else an error that says what it got.
+pub(crate) fn expect_status(status: u16, want: u16, body: &Value) -> Result<bool> {
+    if status == want {
+        Ok(true)
+    } else {
+        Err(anyhow!(
+            "status {status} (wanted {want}): {}",
+            excerpt(body)
+        ))
     }
 }

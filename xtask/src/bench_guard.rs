@@ -5,7 +5,7 @@
 use anyhow::{anyhow, Result};
 use serde_json::json;
 
-use crate::bench::{drive, pool, tenant, with_conn, Options};
+use crate::bench::{drive, expect_status, pool, tenant, with_conn, Options};
 
 pub(crate) const PROMPTS: [&str; 10] = [
     "Summarise ticket {i} for the support team in two sentences.",
@@ -35,7 +35,7 @@ pub async fn guard(o: Options) -> Result<()> {
                 let body = json!({"prompt": prompt, "context": {"channel": "bench"}});
                 let mut g = with_conn(&conns[client], &addr).await?;
                 let c = g.as_mut().ok_or_else(|| anyhow!("no connection"))?;
-                let (st, _) = c
+                let (st, body) = c
                     .call(
                         "POST",
                         "/api/v1/guard/validate",
@@ -43,7 +43,7 @@ pub async fn guard(o: Options) -> Result<()> {
                         Some(&body),
                     )
                     .await?;
-                Ok(st == 200)
+                expect_status(st, 200, &body)
             }
         })
         .await?
@@ -55,8 +55,8 @@ pub async fn guard(o: Options) -> Result<()> {
             async move {
                 let mut g = with_conn(&conns[client], &addr).await?;
                 let c = g.as_mut().ok_or_else(|| anyhow!("no connection"))?;
-                let (st, _) = c.call("GET", "/health", &[], None).await?;
-                Ok(st == 200)
+                let (st, body) = c.call("GET", "/health", &[], None).await?;
+                expect_status(st, 200, &body)
             }
         })
         .await?

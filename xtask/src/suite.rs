@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use serde_json::{json, Value};
 
-use crate::bench::{self, drive, pool, register_agents, Conn, Options, Samples};
+use crate::bench::{self, drive, expect_status, pool, register_agents, Conn, Options, Samples};
 use crate::report::{Micro, Report, Row, Startup};
 
 pub struct SuiteOpts {
@@ -422,7 +422,8 @@ where
                 .call(r.method, &r.path, &[("X-API-Key", &r.key)], r.body.as_ref())
                 .await
             {
-                Ok((st, _)) => Ok(st == r.want),
+                Ok((st, body)) => expect_status(st, r.want, &body)
+                    .with_context(|| format!("{} {}", r.method, r.path)),
                 Err(e) => {
                     *g = None;
                     Err(e)

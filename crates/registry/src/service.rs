@@ -17,7 +17,7 @@ use steward_core::{
     Result, TenantId,
 };
 use steward_store::schema::agents;
-use steward_store::{with_conn, DbPool, DbResultExt, Id, Json, Ts};
+use steward_store::{with_conn, with_conn_async_commit, DbPool, DbResultExt, Id, Json, Ts};
 use time::OffsetDateTime;
 
 use crate::embedding::{add_example, Embedding, Profile, TypePredictor, TypeSums, AGENT_TYPES};
@@ -653,6 +653,38 @@ impl Registry {
         Ok(written == 1)
     }
 
+    /// Writes a heartbeat (status and its times, nothing of the profile) if the status is
+    /// still as read and nothing later was written: an earlier heartbeat or profile update
+    /// meanwhile does not make it fail, a suspension or status change does, and neither
+    /// `updated_at` nor `last_heartbeat` (never later than `updated_at`) moves back.
+    /// `false`: reload and decide again.
+    async fn save_beat(&self, a: &AgentRecord, read: &Read) -> Result<bool> {
+        let (id, now) = (a.id, a.updated_at);
+        let read_status = read.status.clone();
+        // Soft state renewed every 30–60 s: the commit does not wait for the disk (ADR 0018),
+        // so that replicas beating together do not queue behind one another's fsync on
+        // SQLite's one write lock. An operating-system crash may lose the last beats; the
+        // agent's next one restores them.
+        let written = with_conn_async_commit!(&self.db, conn => {
+            diesel::update(
+                agents::table
+                    .filter(agents::id.eq(id))
+                    .filter(agents::status.eq(read_status.clone()))
+                    .filter(agents::updated_at.le(now)),
+            )
+            .set((
+                agents::status.eq(a.status.clone()),
+                agents::last_heartbeat.eq(a.last_heartbeat),
+                agents::active_since.eq(a.active_since),
+                agents::updated_at.eq(now),
+            ))
+            .execute(conn)
+            .await
+            .db()
+        })?;
+        Ok(written == 1)
+    }
+
     /// Registers an agent (status `active`) with its embedding; used by confirm too.
     pub async fn create(
         &self,
@@ -837,19 +869,26 @@ impl Registry {
             .unwrap_or("active")
             .to_owned();
         f.finish()?;
+        let sent = clock::now();
         let mut attempt = 0;
         let (a, before, status_changed, stale) = loop {
             attempt += 1;
             let mut a = self.load(p, id).await?;
-            let read = Read::of(&a);
-            let before = previous(&a);
             if a.status == "suspended" {
                 return Err(Error::new(
                     ErrorKind::AgentSuspended,
                     format!("agent {} is suspended", a.id.0),
                 ));
             }
-            let now = clock::now();
+            if attempt > 1 && a.status == status && a.last_heartbeat.is_some_and(|t| t.0 >= sent) {
+                // A heartbeat of the same status, no older than this one, landed meanwhile
+                // (replicas of one agent beating together): it stands for this one.
+                break (a, None, false, false);
+            }
+            // Later than the row's last write even when another instance's clock is ahead.
+            let now = clock::now().max(a.updated_at.0 + time::Duration::microseconds(1));
+            let read = Read::of(&a);
+            let before = previous(&a);
             let status_changed = a.status != status;
             a.status = status.clone();
             a.last_heartbeat = Some(Ts(now));
@@ -858,10 +897,15 @@ impl Registry {
             let stale = a
                 .embedding_updated_at
                 .is_none_or(|t| now - t.0 > EMBEDDING_MAX_AGE || t.0 < a.profile_changed_at.0);
-            if stale {
+            let saved = if stale {
+                // The embedding is computed from the profile as read: written only if the
+                // row is still as read.
                 self.reembed(&mut a, now).await;
-            }
-            if self.save(&a, &read).await? {
+                self.save(&a, &read).await?
+            } else {
+                self.save_beat(&a, &read).await?
+            };
+            if saved {
                 break (a, before, status_changed, stale);
             }
             lost_race(attempt, &a)?;

@@ -8,8 +8,8 @@ use std::time::Duration;
 use serde_json::json;
 use steward_core::principal::CredentialKind;
 use steward_core::{Body, ErrorKind, MemoryBus, Principal, Role, TenantId};
-use steward_registry::{NoActivity, Registry};
-use steward_store::db_test;
+use steward_registry::{AgentView, NoActivity, Registry};
+use steward_store::{db_test, DbPool};
 
 fn developer(tenant: TenantId) -> Principal {
     Principal {
@@ -22,11 +22,8 @@ fn developer(tenant: TenantId) -> Principal {
     }
 }
 
-// Three updates of different fields and a heartbeat, all at once, eight times over: every
-// update lands (before, the whole row was written back from each request's own read, so the
-// last writer undid the others' fields while all answered 200).
-db_test!(concurrent_updates_of_different_fields_all_land, |db| {
-    let pool = &db.pool;
+/// A registry on `pool`, a developer of a new tenant, and one agent of theirs named `name`.
+async fn one_agent(pool: &DbPool, name: &str) -> (Registry, Principal, AgentView) {
     let tenant = steward_store::testing::insert_tenant(pool).await.unwrap();
     let registry = Registry::new(
         pool.clone(),
@@ -36,9 +33,18 @@ db_test!(concurrent_updates_of_different_fields_all_land, |db| {
     );
     let p = developer(tenant);
     let agent = registry
-        .register(&p, &Body::json(&json!({"name": "racer", "type": "custom"})))
+        .register(&p, &Body::json(&json!({"name": name, "type": "custom"})))
         .await
         .unwrap();
+    (registry, p, agent)
+}
+
+// Three updates of different fields and a heartbeat, all at once, eight times over: every
+// update lands (before, the whole row was written back from each request's own read, so the
+// last writer undid the others' fields while all answered 200).
+db_test!(concurrent_updates_of_different_fields_all_land, |db| {
+    let (registry, p, agent) = one_agent(&db.pool, "racer").await;
+    let tenant = p.tenant;
     for round in 0..8 {
         let bodies = [
             json!({"version": format!("v{round}")}),
@@ -108,22 +114,8 @@ db_test!(concurrent_updates_of_different_fields_all_land, |db| {
 // five races in a row once and answered 409): every heartbeat answers 200, an update sent
 // among them lands, and `last_heartbeat` / `updated_at` never move back.
 db_test!(concurrent_heartbeats_of_one_agent_all_succeed, |db| {
-    let pool = &db.pool;
-    let tenant = steward_store::testing::insert_tenant(pool).await.unwrap();
-    let registry = Registry::new(
-        pool.clone(),
-        Arc::new(MemoryBus::new()),
-        Arc::new(NoActivity),
-        Duration::from_secs(300),
-    );
-    let p = developer(tenant);
-    let agent = registry
-        .register(
-            &p,
-            &Body::json(&json!({"name": "replicated", "type": "tool"})),
-        )
-        .await
-        .unwrap();
+    let (registry, p, agent) = one_agent(&db.pool, "replicated").await;
+    let tenant = p.tenant;
     let mut latest = String::new();
     for round in 0..6 {
         let mut beats = Vec::new();

@@ -135,7 +135,7 @@ pub async fn delete(
 }
 
 /// Heartbeat: `{status?: active | error}`.
-#[utoipa::path(post, path = "/api/v1/agents/{id}/heartbeat", tag = "agents", security(("ApiKey" = []), ("bearer" = [])), request_body(content = Option<crate::routes::schemas::Heartbeat>, content_type = "application/json", example = json!({"status": "active"})), responses((status = 200, body = steward_registry::service::AgentView)))]
+#[utoipa::path(post, path = "/api/v1/agents/{id}/heartbeat", tag = "agents", security(("ApiKey" = []), ("bearer" = [])), request_body(content = Option<crate::routes::schemas::Heartbeat>, content_type = "application/json", example = json!({"status": "active"})), responses((status = 200, body = steward_registry::service::AgentView), (status = 403, description = "missing role, or the agent is suspended (`agent_suspended`)"), (status = 409, description = "the agent's status changed between its read and its write five times in a row (heartbeats of other statuses or suspensions at the same moment); retry")))]
 pub async fn heartbeat(
     state: State,
     caller: ApiCaller,

@@ -172,9 +172,53 @@ fn spaced_re() -> &'static Regex {
     })
 }
 
+/// Whether [`spaced_re`] can match: three single word characters, each 2–4 characters after
+/// the last, each preceded by a non-word character (or the start) and followed by one of the
+/// regex's fillers, a non-word character or the end (the regex's fourth needs no word break
+/// before it, so it is not looked for). A necessary condition checked in one
+/// pass over the characters, so that ordinary text skips the regex: its Unicode `\b` makes
+/// the regex crate leave its DFA for a backtracking search on any non-ASCII text, about half
+/// of the time of [`canonical`] on the built-in corpus.
+fn may_be_spaced(text: &str) -> bool {
+    let word = |c: char| {
+        if c.is_ascii() {
+            regex_syntax::is_word_byte(c as u8)
+        } else {
+            regex_syntax::try_is_word_character(c).unwrap_or(true)
+        }
+    };
+    let filler = |c: char| matches!(c, ' ' | '.' | '-' | '_' | '*' | '/' | '|');
+    let mut chars = text.chars().peekable();
+    let (mut prev_word, mut run, mut last) = (false, 0usize, 0usize);
+    let mut i = 0usize;
+    while let Some(c) = chars.next() {
+        let is_word = word(c);
+        if is_word && !prev_word {
+            let single = chars.peek().is_none_or(|&n| filler(n) || !word(n));
+            if single {
+                run = if run > 0 && (2..=4).contains(&(i - last)) {
+                    run + 1
+                } else {
+                    1
+                };
+                last = i;
+                if run >= 3 {
+                    return true;
+                }
+            }
+        }
+        prev_word = is_word;
+        i += 1;
+    }
+    false
+}
+
 /// Joins spaced-out letters ("i g n o r e  a l l" → "ignore all"): runs of single characters
 /// separated by single fillers are joined; a wider gap (two spaces or more) stays a space.
 fn join_spaced(text: &str) -> String {
+    if !may_be_spaced(text) {
+        return text.to_owned();
+    }
     spaced_re()
         .replace_all(text, |caps: &regex::Captures<'_>| {
             let run = &caps[0];
@@ -238,47 +282,63 @@ fn unspace(text: &str) -> Option<String> {
     Some(out)
 }
 
-/// Folds common leetspeak digits and symbols inside words ("1gn0r3" → "ignore").
-fn fold_leet(text: &str) -> String {
-    let chars: Vec<char> = text.chars().collect();
-    let mut out = String::with_capacity(text.len());
-    for (i, &c) in chars.iter().enumerate() {
-        let prev = i.checked_sub(1).and_then(|j| chars.get(j)).copied();
-        let next = chars.get(i + 1).copied();
-        let prev_alpha = prev.is_some_and(char::is_alphanumeric);
-        let next_alpha = next.is_some_and(char::is_alphanumeric);
-        // A letter of a dotted abbreviation ("P.5." for "P.S."): between two dots, the first
-        // after a letter.
-        let dotted = prev == Some('.')
-            && next == Some('.')
-            && i.checked_sub(2)
-                .and_then(|j| chars.get(j))
-                .is_some_and(|c| c.is_alphabetic());
-        let in_word = prev_alpha || next_alpha || dotted;
-        // A bar beside an angle bracket is chat markup ("<|im_start|>"), not an `i`.
-        let markup = matches!(prev, Some('<' | '>')) || matches!(next, Some('<' | '>'));
-        // "1'm", "1'v3": a one before an apostrophe and a letter is an `I`.
-        let contraction = c == '1'
-            && !prev_alpha
-            && matches!(next, Some('\'' | '\u{2019}'))
-            && chars.get(i + 2).is_some_and(|c| c.is_alphabetic());
-        let folded = match c {
-            '0' if in_word => 'o',
-            '|' if in_word && !markup => 'i',
-            '1' if in_word || contraction => 'i',
-            // "h!dden", "!gnore"; an exclamation mark that ends a word is punctuation.
-            '!' if next_alpha => 'i',
-            '3' if in_word => 'e',
-            '4' | '@' if in_word => 'a',
-            '5' | '$' if in_word => 's',
-            '7' | '+' if in_word => 't',
-            '8' if in_word => 'b',
-            '9' if in_word => 'g',
-            other => other,
-        };
-        out.push(folded);
+/// The text with common leetspeak digits and symbols inside words folded to letters
+/// ("1gn0r3" → "ignore"), one character at a time.
+fn leet_folded(text: &str) -> impl Iterator<Item = char> + '_ {
+    let mut ahead = text.chars();
+    // The characters at i − 2, i − 1, i, i + 1 and i + 2.
+    let mut window: [Option<char>; 5] = [None, None, None, ahead.next(), ahead.next()];
+    std::iter::from_fn(move || {
+        window = [window[1], window[2], window[3], window[4], ahead.next()];
+        let c = window[2]?;
+        Some(fold_leet_char(
+            window[0], window[1], c, window[3], window[4],
+        ))
+    })
+}
+
+/// One character of [`leet_folded`], from its neighbours two either side.
+#[inline]
+fn fold_leet_char(
+    prev2: Option<char>,
+    prev: Option<char>,
+    c: char,
+    next: Option<char>,
+    next2: Option<char>,
+) -> char {
+    if !matches!(
+        c,
+        '0' | '|' | '1' | '!' | '3' | '4' | '@' | '5' | '$' | '7' | '+' | '8' | '9'
+    ) {
+        return c;
     }
-    out
+    let prev_alpha = prev.is_some_and(char::is_alphanumeric);
+    let next_alpha = next.is_some_and(char::is_alphanumeric);
+    // A letter of a dotted abbreviation ("P.5." for "P.S."): between two dots, the first
+    // after a letter.
+    let dotted = prev == Some('.') && next == Some('.') && prev2.is_some_and(char::is_alphabetic);
+    let in_word = prev_alpha || next_alpha || dotted;
+    // A bar beside an angle bracket is chat markup ("<|im_start|>"), not an `i`.
+    let markup = matches!(prev, Some('<' | '>')) || matches!(next, Some('<' | '>'));
+    // "1'm", "1'v3": a one before an apostrophe and a letter is an `I`.
+    let contraction = c == '1'
+        && !prev_alpha
+        && matches!(next, Some('\'' | '\u{2019}'))
+        && next2.is_some_and(char::is_alphabetic);
+    match c {
+        '0' if in_word => 'o',
+        '|' if in_word && !markup => 'i',
+        '1' if in_word || contraction => 'i',
+        // "h!dden", "!gnore"; an exclamation mark that ends a word is punctuation.
+        '!' if next_alpha => 'i',
+        '3' if in_word => 'e',
+        '4' | '@' if in_word => 'a',
+        '5' | '$' if in_word => 's',
+        '7' | '+' if in_word => 't',
+        '8' if in_word => 'b',
+        '9' if in_word => 'g',
+        other => other,
+    }
 }
 
 /// The canonical text: NFKC, invisibles removed, tags decoded, spaced letters joined,
@@ -298,15 +358,37 @@ fn first_stages(text: &str) -> (Cow<'_, str>, String, String) {
 }
 
 /// The last stages of [`canonical`]: leetspeak folded, lower case, whitespace collapsed.
+/// Leetspeak folded, lower case, whitespace and repeats collapsed: one pass, no
+/// intermediate strings.
 fn finish_canonical(folded: &str) -> String {
-    collapse_ws(&fold_leet(folded).to_lowercase())
+    let mut out = Collapsed::with_capacity(folded.len());
+    if folded.is_ascii() {
+        leet_folded(folded).for_each(|c| out.push(c.to_ascii_lowercase()));
+    } else if folded.contains('Σ') {
+        // `str::to_lowercase` writes a word-final capital sigma as ς, which a character
+        // alone cannot tell.
+        let leet: String = leet_folded(folded).collect();
+        leet.to_lowercase().chars().for_each(|c| out.push(c));
+    } else {
+        leet_folded(folded).for_each(|c| c.to_lowercase().for_each(|l| out.push(l)));
+    }
+    out.text
 }
 
 /// NFKC, Unicode tag characters decoded and invisible characters removed. ASCII text has no
 /// tag, invisible or compatibility characters and is returned as it is (copying it would be a
-/// third of the time on long prompts).
+/// third of the time on long prompts), and so is text already in NFKC with none of them.
 fn unhidden(text: &str) -> Cow<'_, str> {
     if text.is_ascii() {
+        return Cow::Borrowed(text);
+    }
+    // Most non-ASCII text (accented Latin, Cyrillic, CJK) is in NFKC already and hides
+    // nothing: no copy either.
+    let hides = |c: char| is_invisible(c) || ('\u{E0000}'..='\u{E007F}').contains(&c);
+    if !text.chars().any(hides)
+        && unicode_normalization::is_nfkc_quick(text.chars())
+            == unicode_normalization::IsNormalized::Yes
+    {
         return Cow::Borrowed(text);
     }
     let (text, _) = decode_tags(text);
@@ -319,32 +401,33 @@ fn fold_confusables(text: &str) -> String {
     if text.is_ascii() {
         return text.to_owned();
     }
-    text.split_inclusive(char::is_whitespace)
-        .map(|word| {
-            // Mixed scripts inside one word ("ignоrе" with Cyrillic о, е) are the homoglyph
-            // trick; a word wholly in one script (German, Russian) is left alone.
-            let has_latin = word.chars().any(|c| c.is_alphabetic() && is_latin(c));
-            let has_other = word.chars().any(|c| c.is_alphabetic() && !is_latin(c));
-            if has_latin && has_other {
-                match decancer::cure(word, decancer::Options::default()) {
-                    Ok(cured) => {
-                        let s = cured.to_string();
-                        // Keep words decancer would empty (scripts it does not fold).
-                        if s.trim().is_empty() {
-                            word.to_owned()
-                        } else if word.ends_with(char::is_whitespace) && !s.ends_with(' ') {
-                            format!("{s} ")
-                        } else {
-                            s
-                        }
+    let mut out = String::with_capacity(text.len());
+    for word in text.split_inclusive(char::is_whitespace) {
+        // Mixed scripts inside one word ("ignоrе" with Cyrillic о, е) are the homoglyph
+        // trick; a word wholly in one script (German, Russian) is left alone.
+        let has_latin = word.chars().any(|c| c.is_alphabetic() && is_latin(c));
+        let has_other = word.chars().any(|c| c.is_alphabetic() && !is_latin(c));
+        if !(has_latin && has_other) {
+            out.push_str(word);
+            continue;
+        }
+        match decancer::cure(word, decancer::Options::default()) {
+            // Keep words decancer would empty (scripts it does not fold).
+            Ok(cured) => {
+                let cured = cured.to_string();
+                if cured.trim().is_empty() {
+                    out.push_str(word);
+                } else {
+                    out.push_str(&cured);
+                    if word.ends_with(char::is_whitespace) && !cured.ends_with(' ') {
+                        out.push(' ');
                     }
-                    Err(_) => word.to_owned(),
                 }
-            } else {
-                word.to_owned()
             }
-        })
-        .collect()
+            Err(_) => out.push_str(word),
+        }
+    }
+    out
 }
 
 /// Latin script (Basic Latin, Latin-1, Extended-A/B, Extended Additional).
@@ -355,30 +438,43 @@ fn is_latin(c: char) -> bool {
 /// Whitespace runs collapsed to one space, and a run of one character repeated more than
 /// three times cut to three ("=====", "Please wait.....", "aaaa…"): a run is one mark, and its
 /// length would otherwise repeat one n-gram until it outweighs the rest of the text.
-fn collapse_ws(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut space = false;
-    let (mut last, mut run) = ('\0', 0usize);
-    for c in text.chars() {
-        if c.is_whitespace() {
-            space = true;
-        } else {
-            if space && !out.is_empty() {
-                out.push(' ');
-                run = 0;
-            }
-            space = false;
-            if c == last && run > 0 {
-                run += 1;
-            } else {
-                (last, run) = (c, 1);
-            }
-            if run <= MAX_REPEAT {
-                out.push(c);
-            }
+struct Collapsed {
+    text: String,
+    space: bool,
+    last: char,
+    run: usize,
+}
+
+impl Collapsed {
+    fn with_capacity(capacity: usize) -> Self {
+        Self {
+            text: String::with_capacity(capacity),
+            space: false,
+            last: '\0',
+            run: 0,
         }
     }
-    out
+
+    #[inline]
+    fn push(&mut self, c: char) {
+        if c.is_whitespace() {
+            self.space = true;
+            return;
+        }
+        if self.space && !self.text.is_empty() {
+            self.text.push(' ');
+            self.run = 0;
+        }
+        self.space = false;
+        if c == self.last && self.run > 0 {
+            self.run += 1;
+        } else {
+            (self.last, self.run) = (c, 1);
+        }
+        if self.run <= MAX_REPEAT {
+            self.text.push(c);
+        }
+    }
 }
 
 /// Longest run of one character the canonical text keeps.
@@ -1177,9 +1273,11 @@ fn code_runs_re() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();
     // Character codes written out: `0x49 0x67 …`, eight-bit groups `01001001 …`, or decimal
     // (or octal) numbers `73 103 110 …`, eight or more, apart by spaces, commas or semicolons.
+    // ASCII digits and word breaks: a Unicode `\b` sends the regex crate from its DFA to a
+    // backtracking search on any non-ASCII text (9 % of the guard's time on the corpus).
     RE.get_or_init(|| {
         Regex::new(
-            r"(?:0[xX][0-9a-fA-F]{2}[\s,;]*){8,}|(?:\b[01]{8}\b[\s,;]*){6,}|(?:\b\d{2,3}\b[\s,;]+){7,}\d{2,3}\b",
+            r"(?:0[xX][0-9a-fA-F]{2}[\s,;]*){8,}|(?:(?-u:\b)[01]{8}(?-u:\b)[\s,;]*){6,}|(?:(?-u:\b)[0-9]{2,3}(?-u:\b)[\s,;]+){7,}[0-9]{2,3}(?-u:\b)",
         )
         .unwrap_or_else(|_| unreachable!())
     })
@@ -1441,6 +1539,156 @@ fn push_decoded(decoded: String, transform: &'static str, depth: usize, out: &mu
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The three passes `finish_canonical` fuses, written out one after another.
+    fn finish_canonical_in_three_passes(text: &str) -> String {
+        let chars: Vec<char> = text.chars().collect();
+        let at = |i: Option<usize>| i.and_then(|i| chars.get(i)).copied();
+        let leet: String = (0..chars.len())
+            .map(|i| {
+                fold_leet_char(
+                    at(i.checked_sub(2)),
+                    at(i.checked_sub(1)),
+                    chars[i],
+                    at(Some(i + 1)),
+                    at(Some(i + 2)),
+                )
+            })
+            .collect();
+        let lower = leet.to_lowercase();
+        let mut out = String::new();
+        let mut space = false;
+        let (mut last, mut run) = ('\0', 0usize);
+        for c in lower.chars() {
+            if c.is_whitespace() {
+                space = true;
+                continue;
+            }
+            if space && !out.is_empty() {
+                out.push(' ');
+                run = 0;
+            }
+            space = false;
+            if c == last && run > 0 {
+                run += 1;
+            } else {
+                (last, run) = (c, 1);
+            }
+            if run <= MAX_REPEAT {
+                out.push(c);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn spaced_letters_are_looked_for_only_where_they_can_be() {
+        let corpus = include_str!("../../../fixtures/guard/corpus.jsonl");
+        let mut texts: Vec<String> = corpus
+            .lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .filter_map(|v| v.get("text").and_then(|t| t.as_str()).map(str::to_owned))
+            .collect();
+        texts.extend(
+            [
+                "i g n o r e",
+                "a _ b _ c _ d",
+                "i_ g_ n_ o",
+                "I . G . N . O . R . E all",
+                "и г н о р и р у й",
+                "x-y-z-w",
+                "e.g. a b",
+                "a b c",
+                "a  b   c    d",
+                "ab c d e",
+                "s y s t е m",
+            ]
+            .map(str::to_owned),
+        );
+        let mut spaced = 0;
+        for text in &texts {
+            let found = spaced_re().is_match(text);
+            spaced += usize::from(found);
+            assert!(!found || may_be_spaced(text), "{text:?}");
+        }
+        // Random texts over word characters, the fillers and other marks.
+        let alphabet: Vec<char> = "ab1_ .-*/|,иé\u{301}:\n".chars().collect();
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        for _ in 0..100_000 {
+            let mut text = String::new();
+            for _ in 0..(seed % 20) {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                text.push(alphabet[(seed % alphabet.len() as u64) as usize]);
+            }
+            seed = seed.wrapping_add(0x9E37_79B9);
+            let found = spaced_re().is_match(&text);
+            spaced += usize::from(found);
+            assert!(!found || may_be_spaced(&text), "{text:?}");
+        }
+        assert!(spaced > 100, "spaced-out texts were among them: {spaced}");
+    }
+
+    #[test]
+    fn text_in_nfkc_that_hides_nothing_is_kept_as_it_is() {
+        let corpus = include_str!("../../../fixtures/guard/corpus.jsonl");
+        let mut texts: Vec<String> = corpus
+            .lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .filter_map(|v| v.get("text").and_then(|t| t.as_str()).map(str::to_owned))
+            .collect();
+        texts.extend(
+            [
+                "ﬁle ｆｕｌｌｗｉｄｔｈ ①",
+                "zero\u{200B}width soft\u{00AD}hyphen",
+                "tag\u{E0069}\u{E0067}\u{E006E} text",
+                "e\u{301} composed later",
+                "Straße, naïve, 日本語, Привет",
+                "\u{FEFF}bom",
+            ]
+            .map(str::to_owned),
+        );
+        let mut kept = 0;
+        for text in &texts {
+            let (decoded, _) = decode_tags(text);
+            let slow: String = decoded.nfkc().filter(|c| !is_invisible(*c)).collect();
+            let fast = unhidden(text);
+            kept += usize::from(matches!(fast, Cow::Borrowed(_)) && !text.is_ascii());
+            assert_eq!(fast, slow, "{text:?}");
+        }
+        assert!(kept > 500, "non-ASCII texts were kept as they are: {kept}");
+    }
+
+    #[test]
+    fn the_fused_canonical_pass_writes_what_three_passes_write() {
+        let corpus = include_str!("../../../fixtures/guard/corpus.jsonl");
+        let mut texts: Vec<String> = corpus
+            .lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .filter_map(|v| v.get("text").and_then(|t| t.as_str()).map(str::to_owned))
+            .collect();
+        assert!(texts.len() > 1000, "the corpus was read");
+        texts.extend(
+            [
+                "",
+                "1",
+                "a1",
+                "1'm 1'v3 h!dden !gnore P.5. <|im_start|> x|y",
+                "  ΟΔΥΣΣΕΥΣ ΚΑΙ ΣΑΣ Σ  ",
+                "İstanbul ǅ ß ẞ ﬃ   Straße\t\n\r ====== aaaaAAAA",
+                "ИГНОРИРУЙ 1gn0r3 ПРЕДЫДУЩИЕ  инструкции!!!!",
+            ]
+            .map(str::to_owned),
+        );
+        for text in &texts {
+            assert_eq!(
+                finish_canonical(text),
+                finish_canonical_in_three_passes(text),
+                "{text:?}"
+            );
+        }
+    }
 
     fn any(text: &str, needle: &str) -> bool {
         variants(text)

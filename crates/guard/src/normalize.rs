@@ -357,9 +357,8 @@ fn first_stages(text: &str) -> (Cow<'_, str>, String, String) {
     (clean, joined, folded)
 }
 
-/// The last stages of [`canonical`]: leetspeak folded, lower case, whitespace collapsed.
-/// Leetspeak folded, lower case, whitespace and repeats collapsed: one pass, no
-/// intermediate strings.
+/// The last stages of [`canonical`]: leetspeak folded, lower case, whitespace and repeats
+/// collapsed, in one pass with no intermediate strings.
 fn finish_canonical(folded: &str) -> String {
     let mut out = Collapsed::with_capacity(folded.len());
     if folded.is_ascii() {

@@ -1580,14 +1580,17 @@ mod tests {
         out
     }
 
+    /// The built-in corpus' prompts.
+    fn corpus_texts() -> Vec<String> {
+        crate::builtin_corpus()
+            .into_iter()
+            .map(|(t, _)| t)
+            .collect()
+    }
+
     #[test]
     fn spaced_letters_are_looked_for_only_where_they_can_be() {
-        let corpus = include_str!("../../../fixtures/guard/corpus.jsonl");
-        let mut texts: Vec<String> = corpus
-            .lines()
-            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-            .filter_map(|v| v.get("text").and_then(|t| t.as_str()).map(str::to_owned))
-            .collect();
+        let mut texts = corpus_texts();
         texts.extend(
             [
                 "i g n o r e",
@@ -1631,12 +1634,7 @@ mod tests {
 
     #[test]
     fn text_in_nfkc_that_hides_nothing_is_kept_as_it_is() {
-        let corpus = include_str!("../../../fixtures/guard/corpus.jsonl");
-        let mut texts: Vec<String> = corpus
-            .lines()
-            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-            .filter_map(|v| v.get("text").and_then(|t| t.as_str()).map(str::to_owned))
-            .collect();
+        let mut texts = corpus_texts();
         texts.extend(
             [
                 "ﬁle ｆｕｌｌｗｉｄｔｈ ①",
@@ -1661,12 +1659,7 @@ mod tests {
 
     #[test]
     fn the_fused_canonical_pass_writes_what_three_passes_write() {
-        let corpus = include_str!("../../../fixtures/guard/corpus.jsonl");
-        let mut texts: Vec<String> = corpus
-            .lines()
-            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-            .filter_map(|v| v.get("text").and_then(|t| t.as_str()).map(str::to_owned))
-            .collect();
+        let mut texts = corpus_texts();
         assert!(texts.len() > 1000, "the corpus was read");
         texts.extend(
             [

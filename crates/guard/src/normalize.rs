@@ -1211,14 +1211,7 @@ fn for_each_word(text: &str, mut f: impl FnMut(&str)) {
 
 /// Text under a letter shift (Caesar, ROT13 without its name) or Atbash: decoded when at
 /// least three of its words are common words under one shift. The shift found and the text.
-fn unshift(text: &str) -> Option<(u8, String)> {
-    let table = shift_table();
-    let mut hits = [0usize; 27];
-    for_each_word(text, |word| {
-        if let Some(&shift) = table.get(word) {
-            hits[usize::from(shift)] += 1;
-        }
-    });
+fn unshift(text: &str, hits: &[usize; 27]) -> Option<(u8, String)> {
     let (shift, &n) = hits.iter().enumerate().max_by_key(|(_, n)| **n)?;
     if n < 3 {
         return None;
@@ -1228,6 +1221,59 @@ fn unshift(text: &str) -> Option<(u8, String)> {
         shift,
         text.chars().map(|c| shift_letter(c, shift)).collect(),
     ))
+}
+
+/// What a word of [`for_each_word`] is: a reversed common word, and the shift that decodes
+/// it (0 for none). Only words that are one or the other are in the table.
+#[derive(Clone, Copy)]
+struct WordMark {
+    reversed: bool,
+    shift: u8,
+}
+
+/// [`reversed_words`] and [`shift_table`] in one table with a fast hash, so that a prompt's
+/// words are looked up once (two passes with the standard hash were a third of the
+/// normalisation's time on ordinary prose).
+fn word_marks() -> &'static rustc_hash::FxHashMap<String, WordMark> {
+    static TABLE: OnceLock<rustc_hash::FxHashMap<String, WordMark>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut table: rustc_hash::FxHashMap<String, WordMark> = Default::default();
+        for (word, &shift) in shift_table() {
+            table.insert(
+                word.clone(),
+                WordMark {
+                    reversed: false,
+                    shift,
+                },
+            );
+        }
+        for word in reversed_words() {
+            table
+                .entry(word.clone())
+                .or_insert(WordMark {
+                    reversed: false,
+                    shift: 0,
+                })
+                .reversed = true;
+        }
+        table
+    })
+}
+
+/// In one pass over the words of `text`: how many are reversed common words, and how many
+/// decode to a common word under each shift (index 1–26).
+fn word_hits(text: &str) -> (usize, [usize; 27]) {
+    let table = word_marks();
+    let (mut reversed, mut shifts) = (0usize, [0usize; 27]);
+    for_each_word(text, |word| {
+        if let Some(mark) = table.get(word) {
+            reversed += usize::from(mark.reversed);
+            if mark.shift != 0 {
+                shifts[usize::from(mark.shift)] += 1;
+            }
+        }
+    });
+    (reversed, shifts)
 }
 
 /// The common words written backwards (`eht`, `erongi`, `snoitcurtsni`), but for those
@@ -1245,13 +1291,7 @@ fn reversed_words() -> &'static std::collections::HashSet<String> {
 
 /// Text written backwards, as a whole or word by word: both readings, when at least two of
 /// its words are reversed common words.
-fn unreverse(text: &str) -> Option<[String; 2]> {
-    let mut hits = 0;
-    for_each_word(text, |word| {
-        if reversed_words().contains(word) {
-            hits += 1;
-        }
-    });
+fn unreverse(text: &str, hits: usize) -> Option<[String; 2]> {
     if hits < 2 {
         return None;
     }
@@ -1448,12 +1488,13 @@ fn push_rewritten(text: &str, clean: &str, joined: &str, out: &mut Vec<Variant>)
     if let Some(decoded) = join_separated(clean).filter(|d| d != joined) {
         push(decoded, "decoded letters spread out by separators", out);
     }
-    if let Some(readings) = unreverse(clean) {
+    let (reversed, shifts) = word_hits(clean);
+    if let Some(readings) = unreverse(clean, reversed) {
         for decoded in readings {
             push(decoded, "decoded backwards text", out);
         }
     }
-    if let Some((shift, decoded)) = unshift(clean) {
+    if let Some((shift, decoded)) = unshift(clean, &shifts) {
         let how = match shift {
             13 => "decoded ROT13",
             26 => "decoded Atbash",

@@ -69,21 +69,24 @@ fn bucket(h: u64) -> u32 {
 /// [`keys_of_canonical`] without the length bucket and the cut at `FEATURE_CHARS`.
 fn ngram_keys(canon: &str, raw: &mut Vec<u32>) {
     raw.reserve(5 * canon.len() + 8);
-    let mut words = canon
-        .split(|c: char| !c.is_alphanumeric() && c != '\'')
-        .filter(|w| !w.is_empty())
-        .peekable();
-    while let Some(w) = words.next() {
-        let k = bucket(fnv(w.as_bytes(), 1));
-        raw.extend([k, k]);
-        if let Some(next) = words.peek() {
-            let h = Fnv::new(2)
-                .bytes(w.as_bytes())
-                .bytes(b" ")
-                .bytes(next.as_bytes());
-            let k = bucket(h.0);
-            raw.extend([k, k]);
-        }
+    if canon.is_ascii() {
+        // The same words, split on bytes (an ASCII character is alphanumeric exactly when
+        // its byte is).
+        word_keys(
+            canon
+                .as_bytes()
+                .split(|b| !b.is_ascii_alphanumeric() && *b != b'\'')
+                .filter(|w| !w.is_empty()),
+            raw,
+        );
+    } else {
+        word_keys(
+            canon
+                .split(|c: char| !c.is_alphanumeric() && c != '\'')
+                .filter(|w| !w.is_empty())
+                .map(str::as_bytes),
+            raw,
+        );
     }
     // Character n-grams of the text padded with a space at each end: each window's UTF-8
     // bytes are hashed in place (FNV over a char's bytes is the same as over the chars').
@@ -93,11 +96,7 @@ fn ngram_keys(canon: &str, raw: &mut Vec<u32>) {
     padded.push(' ');
     let bytes = padded.as_bytes();
     if padded.is_ascii() {
-        for n in 3..=5 {
-            for win in bytes.windows(n) {
-                raw.push(bucket(Fnv::new(10 + n as u64).bytes(win).0));
-            }
-        }
+        ascii_char_ngram_keys(bytes, raw);
     } else {
         let starts: Vec<usize> = padded
             .char_indices()
@@ -109,6 +108,56 @@ fn ngram_keys(canon: &str, raw: &mut Vec<u32>) {
             for i in 0..(chars + 1).saturating_sub(n) {
                 let win = &bytes[starts[i]..starts[i + n]];
                 raw.push(bucket(Fnv::new(10 + n as u64).bytes(win).0));
+            }
+        }
+    }
+}
+
+/// The keys of `words` (each counts 1.0: pushed twice) and of each two consecutive ones.
+fn word_keys<'a>(words: impl Iterator<Item = &'a [u8]>, raw: &mut Vec<u32>) {
+    let mut words = words.peekable();
+    while let Some(w) = words.next() {
+        let k = bucket(fnv(w, 1));
+        raw.extend([k, k]);
+        if let Some(next) = words.peek() {
+            let k = bucket(Fnv::new(2).bytes(w).bytes(b" ").bytes(next).0);
+            raw.extend([k, k]);
+        }
+    }
+}
+
+/// The character 3-, 4- and 5-grams of an ASCII text, each hashed as [`Fnv`] with seed 10 + n,
+/// in the order of hashing each window on its own (every 3-gram, then every 4-gram, then every
+/// 5-gram), so the dense scoring adds them up in the same order; the three hashes that start
+/// at one position are computed side by side (a sixth of the instructions of one window at a
+/// time).
+fn ascii_char_ngram_keys(bytes: &[u8], raw: &mut Vec<u32>) {
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let step = |h: u64, b: u8| (h ^ u64::from(b)).wrapping_mul(PRIME);
+    let m = bytes.len();
+    let (n3, n4, n5) = (
+        m.saturating_sub(2),
+        m.saturating_sub(3),
+        m.saturating_sub(4),
+    );
+    let base = raw.len();
+    raw.resize(base + n3 + n4 + n5, 0);
+    let (k3, rest) = raw[base..].split_at_mut(n3);
+    let (k4, k5) = rest.split_at_mut(n4);
+    for (i, start) in bytes.windows(3).enumerate() {
+        let (mut h3, mut h4, mut h5) = (Fnv::new(13).0, Fnv::new(14).0, Fnv::new(15).0);
+        for &b in start {
+            h3 = step(h3, b);
+            h4 = step(h4, b);
+            h5 = step(h5, b);
+        }
+        k3[i] = bucket(h3);
+        if let (Some(&b), Some(k)) = (bytes.get(i + 3), k4.get_mut(i)) {
+            h4 = step(h4, b);
+            h5 = step(h5, b);
+            *k = bucket(h4);
+            if let (Some(&b), Some(k)) = (bytes.get(i + 4), k5.get_mut(i)) {
+                *k = bucket(step(h5, b));
             }
         }
     }
@@ -784,6 +833,29 @@ mod tests {
         }
         let long: String = "The quick brown fox jumps over the lazy dog. ".repeat(200);
         assert_eq!(features(&long), reference_features(&long));
+    }
+
+    #[test]
+    fn character_ngrams_side_by_side_equal_one_window_at_a_time() {
+        let one_at_a_time = |bytes: &[u8]| -> Vec<u32> {
+            (3..=5)
+                .flat_map(|n| {
+                    bytes
+                        .windows(n)
+                        .map(move |w| bucket(Fnv::new(10 + n as u64).bytes(w).0))
+                })
+                .collect()
+        };
+        let long = "The quick brown fox jumps over the lazy dog. ".repeat(50);
+        let corpus = corpus();
+        let mut texts: Vec<&str> = vec!["", "a", "ab", "abc", "abcd", "abcde", "abcdef", &long];
+        texts.extend(corpus.iter().map(|(t, _)| t.as_str()));
+        for t in texts {
+            let mut side_by_side = vec![7u32];
+            ascii_char_ngram_keys(t.as_bytes(), &mut side_by_side);
+            assert_eq!(side_by_side[0], 7, "what was in the buffer stays");
+            assert_eq!(side_by_side[1..], one_at_a_time(t.as_bytes()), "{t:?}");
+        }
     }
 
     fn corpus() -> Vec<(String, bool)> {

@@ -149,10 +149,16 @@ fn run_pool(tasks: usize, inline: bool, budget: Duration) {
         let mut handles = Vec::new();
         for _ in 0..tasks {
             let (engine, set, input) = (engine.clone(), set.clone(), input.clone());
+            // Each task a tenant of its own: the pool is measured, not one tenant's share.
+            let tenant = TenantId::new();
             handles.push(tokio::spawn(async move {
                 let mut n = 0u64;
                 while started.elapsed() < budget {
-                    black_box(engine.evaluate_set(set.clone(), input.clone()).await);
+                    black_box(
+                        engine
+                            .evaluate_set(tenant, set.clone(), input.clone())
+                            .await,
+                    );
                     n += 1;
                 }
                 n

@@ -262,7 +262,21 @@ pub struct EmbeddedEngine {
     settings: EngineSettings,
     cache: RwLock<Cache>,
     permits: Arc<Semaphore>,
+    /// Each tenant's share of `permits` (see [`tenant_share`]), created on first use.
+    tenant_permits: std::sync::Mutex<HashMap<TenantId, Arc<Semaphore>>>,
 }
+
+/// How many of the pool's `max_concurrent` slots one tenant's checks may hold at once: half
+/// (at least one). A tenant whose policies are slow, or hostile, fills its own half and waits
+/// there; another tenant's check still finds a slot (found by a black-box probe: five slow
+/// policies of one tenant made one in two hundred of another tenant's checks fail for want of
+/// a slot, ADR 0025).
+pub fn tenant_share(max_concurrent: usize) -> usize {
+    max_concurrent.max(1).div_ceil(2)
+}
+
+/// Tenants' share semaphores kept before the idle ones are dropped.
+const TENANT_PERMITS_KEPT: usize = 1024;
 
 #[derive(Default)]
 struct Cache {
@@ -319,6 +333,7 @@ impl EmbeddedEngine {
         Self {
             db,
             permits: Arc::new(Semaphore::new(settings.max_concurrent.max(1))),
+            tenant_permits: std::sync::Mutex::new(HashMap::new()),
             settings,
             cache: RwLock::new(Cache::default()),
         }
@@ -394,6 +409,7 @@ impl EmbeddedEngine {
     /// deadline fail with "timed out".
     pub async fn evaluate_set(
         &self,
+        tenant: TenantId,
         set: Arc<CompiledSet>,
         input: regorus::Value,
     ) -> Vec<PolicyOutcome> {
@@ -409,7 +425,7 @@ impl EmbeddedEngine {
             .filter_map(|(i, v)| v.is_none().then_some(i))
             .collect();
         if !pending.is_empty() {
-            self.evaluate_on_pool(&set, input, pending, deadline, &mut verdicts)
+            self.evaluate_on_pool(tenant, &set, input, pending, deadline, &mut verdicts)
                 .await;
         }
         verdicts
@@ -424,26 +440,48 @@ impl EmbeddedEngine {
             .collect()
     }
 
+    /// The tenant's share of the pool ([`tenant_share`]).
+    fn tenant_permits(&self, tenant: TenantId) -> Arc<Semaphore> {
+        let share = tenant_share(self.settings.max_concurrent);
+        let mut map = self
+            .tenant_permits
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        if map.len() >= TENANT_PERMITS_KEPT && !map.contains_key(&tenant) {
+            map.retain(|_, s| s.available_permits() < share);
+        }
+        map.entry(tenant)
+            .or_insert_with(|| Arc::new(Semaphore::new(share)))
+            .clone()
+    }
+
     async fn evaluate_on_pool(
         &self,
+        tenant: TenantId,
         set: &Arc<CompiledSet>,
         input: regorus::Value,
         pending: Vec<usize>,
         deadline: Instant,
         verdicts: &mut [Option<Verdict>],
     ) {
-        let permit =
-            match tokio::time::timeout_at(deadline, self.permits.clone().acquire_owned()).await {
-                Ok(Ok(permit)) => permit,
-                Ok(Err(e)) => {
-                    tracing::error!(error = %e, "evaluation pool closed");
-                    return;
-                }
-                Err(_) => {
-                    tracing::warn!("no evaluation slot became free before the deadline");
-                    return;
-                }
-            };
+        // The tenant's share first, then a slot of the pool: a tenant that fills its share
+        // waits on it and holds none of the slots another tenant needs.
+        let slots = async {
+            let share = self.tenant_permits(tenant).acquire_owned().await?;
+            let slot = self.permits.clone().acquire_owned().await?;
+            Ok::<_, tokio::sync::AcquireError>((share, slot))
+        };
+        let permit = match tokio::time::timeout_at(deadline, slots).await {
+            Ok(Ok(permit)) => permit,
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, "evaluation pool closed");
+                return;
+            }
+            Err(_) => {
+                tracing::warn!(tenant = %tenant, "no evaluation slot became free before the deadline");
+                return;
+            }
+        };
         let n = pending.len();
         let (tx, mut rx) = mpsc::unbounded_channel();
         let worker_set = set.clone();
@@ -483,7 +521,7 @@ impl PolicyEngine for EmbeddedEngine {
     ) -> Result<Vec<PolicyOutcome>> {
         let set = self.compiled_set(tenant).await?;
         let input = regorus::Value::from(input.clone());
-        Ok(self.evaluate_set(set, input).await)
+        Ok(self.evaluate_set(tenant, set, input).await)
     }
 
     fn invalidate(&self, tenant: TenantId) {

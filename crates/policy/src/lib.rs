@@ -25,7 +25,9 @@ pub use decision::{
     decide, AgentState, Aggregation, AnomalyView, CheckResponse, Decision, PolicyOutcome, RiskView,
     Verdict,
 };
-pub use engine::{CompiledSet, EmbeddedEngine, EngineSettings, PolicyEngine, PolicySource};
+pub use engine::{
+    tenant_share, CompiledSet, EmbeddedEngine, EngineSettings, PolicyEngine, PolicySource,
+};
 pub use module::{
     defined, validate_module, CompiledEntry, CompiledModule, EvalLimits, Evaluator, ModuleResult,
 };

@@ -645,7 +645,7 @@ impl PolicyEngine for OpaEngine {
         }
         self.fallback.fetch_add(1, Ordering::Relaxed);
         let input = regorus::Value::from(input.clone());
-        Ok(self.embedded.evaluate_set(set, input).await)
+        Ok(self.embedded.evaluate_set(tenant, set, input).await)
     }
 
     fn invalidate(&self, tenant: TenantId) {

@@ -137,3 +137,45 @@ db_test!(over_inline_budget_moves_to_the_pool, |db| {
     assert!(!body.allowed);
     assert_eq!(body.reason, "negative item");
 });
+
+db_test!(a_tenant_with_slow_policies_leaves_slots_to_others, |db| {
+    // Every module on the pool (no inline pass), four slots; a looping module holds its slot
+    // until the engine stops it (6 s), far longer than a check waits (1.5 s).
+    let mut cfg = config(6_000, 1_500);
+    cfg.engine.inline = false;
+    let h = Harness::new(&db.pool, cfg);
+    let slow_tenant = h.tenant().await;
+    let slow_agent = h.agent(slow_tenant, "active", json!({})).to_string();
+    h.create(slow_tenant, json!({"name": "looping", "rego": LOOPING}))
+        .await
+        .unwrap();
+    let fast_tenant = h.tenant().await;
+    let fast_agent = h.agent(fast_tenant, "active", json!({})).to_string();
+    let _ = h.svc.engine().evaluate(slow_tenant, &json!({})).await;
+    let _ = h.svc.engine().evaluate(fast_tenant, &json!({})).await;
+    // Eight of the slow tenant's checks at once: before tenants had shares, they took all four
+    // slots for six seconds and the other tenant's check failed for want of one.
+    let slow: Vec<_> = (0..8)
+        .map(|_| {
+            let (svc, agent) = (h.svc.clone(), slow_agent.clone());
+            tokio::spawn(async move {
+                let body = json!({"agent_id": agent, "action": "read_data", "resource": "r", "context": {}});
+                svc.check(
+                    &common::as_role(slow_tenant, steward_core::Role::Developer),
+                    &steward_core::Body::json(&body),
+                )
+                .await
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let body = h
+        .check(fast_tenant, &fast_agent, "read_data", "r", json!({}))
+        .await;
+    assert!(body.allowed, "{}", body.reason);
+    for check in slow {
+        let body = check.await.unwrap().unwrap();
+        assert!(!body.allowed, "{}", body.reason);
+    }
+    assert_eq!(steward_policy::tenant_share(4), 2);
+});

@@ -67,7 +67,7 @@ fn input(tenant: TenantId, agent: &steward_policy::AgentInfo, row: &common::tabl
 async fn embedded_outcomes(opa: &OpaEngine, tenant: TenantId, input: &Value) -> Vec<PolicyOutcome> {
     let set = opa.embedded().compiled_set(tenant).await.unwrap();
     opa.embedded()
-        .evaluate_set(set, regorus::Value::from(input.clone()))
+        .evaluate_set(tenant, set, regorus::Value::from(input.clone()))
         .await
 }
 

@@ -293,6 +293,29 @@ struct Person {
     groups: Vec<String>,
 }
 
+/// What the provider said, checked before any account is found or created by it: a subject
+/// (the ID token's `sub`, required by contract 7.3: an empty one would make every sign-in
+/// without one the same account) and an e-mail that a local user could have (`POST /users`'s
+/// rules: no control or invisible characters), verified unless the provider does not say.
+fn checked(mut person: Person) -> std::result::Result<Person, String> {
+    if person.subject.trim().is_empty()
+        || person.subject.len() > 255
+        || person.subject.chars().any(char::is_control)
+    {
+        return Err("the provider gave no usable subject (sub) claim".to_owned());
+    }
+    person.email = person.email.trim().to_lowercase();
+    if !crate::users::valid_email(&person.email) {
+        return Err("the provider gave no usable e-mail claim".to_owned());
+    }
+    // An e-mail the provider says it has not verified belongs to nobody yet: no account is
+    // created or found by it.
+    if person.email_verified == Some(false) {
+        return Err("the provider marks the e-mail as not verified".to_owned());
+    }
+    Ok(person)
+}
+
 fn group_names(groups: &Option<Vec<Value>>) -> Vec<String> {
     groups
         .iter()
@@ -783,16 +806,7 @@ impl Sso {
                 person.groups = group_names(&info.additional_claims().groups);
             }
         }
-        person.email = person.email.trim().to_lowercase();
-        if person.email.is_empty() || !person.email.contains('@') || person.email.len() > 254 {
-            return Err("the provider gave no usable e-mail claim".to_owned());
-        }
-        // An e-mail the provider says it has not verified belongs to nobody yet: no account
-        // is created or found by it.
-        if person.email_verified == Some(false) {
-            return Err("the provider marks the e-mail as not verified".to_owned());
-        }
-        Ok(person)
+        checked(person)
     }
 
     /// The role the groups map to (highest wins; never `super_admin`).
@@ -1427,6 +1441,37 @@ mod tests {
         assert!(check(with("nonce", json!("n-2")), "shared-secret")
             .unwrap_err()
             .contains("nonce"));
+    }
+
+    #[test]
+    fn a_person_needs_a_subject_and_a_local_users_email() {
+        let person = |subject: &str, email: &str| Person {
+            subject: subject.to_owned(),
+            email: email.to_owned(),
+            email_verified: None,
+            name: None,
+            groups: Vec::new(),
+        };
+        let ok = checked(person("u1", " Ana@Example.COM ")).unwrap();
+        assert_eq!(ok.email, "ana@example.com");
+        for (subject, email) in [
+            ("", "ana@example.com"),
+            ("  ", "ana@example.com"),
+            ("u\u{0}1", "ana@example.com"),
+            ("u1", ""),
+            ("u1", "a\u{0}b@corp.com"),
+            ("u1", "u42@corp.com\nX-Injected: 1"),
+            ("u1", "ana\u{200B}@example.com"),
+            ("u1", "no-at-sign"),
+        ] {
+            assert!(
+                checked(person(subject, email)).is_err(),
+                "{subject:?} {email:?}"
+            );
+        }
+        let mut unverified = person("u1", "ana@example.com");
+        unverified.email_verified = Some(false);
+        assert!(checked(unverified).is_err());
     }
 
     #[test]

@@ -47,7 +47,15 @@ pub fn valid_email(email: &str) -> bool {
         && !domain.starts_with('.')
         && !domain.ends_with('.')
         && email.len() <= 254
-        && !email.chars().any(char::is_whitespace)
+        && !email
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || is_invisible(c))
+}
+
+/// Characters that show nothing: zero-width spaces and joiners, bidirectional controls, the
+/// byte-order mark (an address holding one looks like another address).
+fn is_invisible(c: char) -> bool {
+    matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}' | '\u{FEFF}')
 }
 
 fn check_password(f: &mut Fields<'_>, name: &str, password: Option<&str>) -> Option<String> {
@@ -697,6 +705,9 @@ mod tests {
             "a@@b.c",
             "a b@c.d",
             "a@.com",
+            "a\u{0}b@corp.com",
+            "u42@corp.com\nX-Injected: 1",
+            "ana\u{200B}@example.com",
         ] {
             assert!(!valid_email(bad), "{bad}");
         }

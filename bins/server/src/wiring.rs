@@ -184,7 +184,9 @@ impl steward_policy::ApprovalGate for HitlApprovals {
             return Ok(false);
         };
         self.0
-            .consume(a.tenant, id, a.agent_id, a.action, a.resource, a.context)
+            .consume(
+                a.tenant, a.user, id, a.agent_id, a.action, a.resource, a.context,
+            )
             .await
     }
 }

@@ -95,9 +95,10 @@ app_test!(bound_approval_is_single_use, &[], |app| {
     let id = approved(&app, &s, "delete_data", "crm/contacts/17", ctx.clone()).await;
     let mut with_id = ctx.clone();
     with_id["approval_id"] = json!(id);
+    // Made by a user (the analyst's login), whom the entry of the used approval names.
     let allowed = check(
         &app,
-        &s.key,
+        &Cred::Jwt(s.analyst.token.clone()),
         &s.agent,
         "delete_data",
         "crm/contacts/17",
@@ -141,6 +142,7 @@ app_test!(bound_approval_is_single_use, &[], |app| {
     assert_eq!(items.len(), 1, "{}", r.text());
     assert_eq!(items[0]["output"]["approval_id"], json!(id));
     assert_eq!(items[0]["agent_id"], json!(s.agent));
+    assert_eq!(items[0]["user_id"], json!(s.analyst.id), "{}", r.text());
 });
 
 app_test!(approval_for_another_action_is_refused, &[], |app| {

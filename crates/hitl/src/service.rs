@@ -14,7 +14,7 @@ use steward_core::page::MAX_LIMIT;
 use steward_core::validate::{Fields, Query};
 use steward_core::{
     parse_path_id, AgentId, ApprovalId, AuditRecord, AuditWriter, Body, Error, ErrorKind, EventBus,
-    Op, Page, PageRequest, Principal, Result, TenantId,
+    Op, Page, PageRequest, Principal, Result, TenantId, UserId,
 };
 use steward_store::schema::hitl_requests as hr;
 use steward_store::{with_conn, DbPool, DbResultExt, Id, Json, Ts};
@@ -455,10 +455,13 @@ impl Hitl {
     /// Uses an approval for an allowed check: one conditional UPDATE (approved, unused, same
     /// digest), so of concurrent checks on any instance exactly one succeeds. On success the
     /// audit entry `hitl.consumed` names the approval and the check. `false` = not consumed
-    /// (another check took it first, or it is no longer valid).
+    /// (another check took it first, or it is no longer valid). `user`: who made the check
+    /// (none for a key), named in the entry.
+    #[allow(clippy::too_many_arguments)]
     pub async fn consume(
         &self,
         tenant: TenantId,
+        user: Option<UserId>,
         id: ApprovalId,
         agent_id: &str,
         action: &str,
@@ -500,7 +503,7 @@ impl Hitl {
             input: json!({"action": action, "resource": resource, "context": context}),
             output: json!({"approval_id": id.to_string(), "allowed": true, "approver": row.approver}),
             is_approved: true,
-            ..AuditRecord::system(tenant, None, "hitl.consumed", format!("hitl:{id}"))
+            ..AuditRecord::system(tenant, user, "hitl.consumed", format!("hitl:{id}"))
         };
         if let Err(e) = self.audit.append(record).await {
             tracing::error!(error = %e, approval = %id, "audit entry of a used approval not written");

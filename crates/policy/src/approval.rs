@@ -3,12 +3,15 @@
 
 use async_trait::async_trait;
 use serde_json::Value;
-use steward_core::{Result, TenantId};
+use steward_core::{Result, TenantId, UserId};
 
 /// What the check presents, for validation and consumption.
 #[derive(Clone, Copy, Debug)]
 pub struct PresentedApproval<'a> {
     pub tenant: TenantId,
+    /// The user who made the check (none for a tenant key or the admin key): the audit
+    /// entry of a used approval names them.
+    pub user: Option<UserId>,
     pub approval_id: &'a str,
     pub agent_id: &'a str,
     pub action: &'a str,

@@ -646,6 +646,7 @@ impl PolicyService {
         let presented = context.get("approval_id").map(|v| v.as_str().unwrap_or(""));
         let presented_as = |approval_id| PresentedApproval {
             tenant: p.tenant,
+            user: p.user,
             approval_id,
             agent_id: &agent_id,
             action: &action,

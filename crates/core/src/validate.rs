@@ -140,6 +140,22 @@ pub fn parse_bool(raw: &str) -> Option<bool> {
     }
 }
 
+/// Characters that show nothing: zero-width spaces and joiners, bidirectional controls, word
+/// joiners and invisible operators, the byte-order mark and the soft hyphen. A name or an
+/// e-mail holding one looks like another.
+pub fn is_invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{00AD}'
+            | '\u{180E}'
+            | '\u{200B}'..='\u{200F}'
+            | '\u{202A}'..='\u{202E}'
+            | '\u{2060}'..='\u{2064}'
+            | '\u{2066}'..='\u{2069}'
+            | '\u{FEFF}'
+    )
+}
+
 /// Most JSON values a free-form object member (`context`, `input`, `event_data`, …) may hold,
 /// counted at any depth. The body limit bounds bytes, not work: a 1 MiB object of 60,000
 /// members costs hundreds of times an ordinary request to copy, convert and store, and again
@@ -458,6 +474,23 @@ impl<'a> Fields<'a> {
         self.optional_uuid(name)
     }
 
+    /// A name as it is stored (agents, policies, tenants, keys): `value` trimmed, not blank,
+    /// without control or invisible characters ([`is_invisible`]), which would let two names
+    /// look alike (a probe registered `agent\u{200B}A` beside `agentA`). `None` (and the
+    /// error on `name`) when it is not one; `None` without an error when `value` is.
+    pub fn name(&mut self, name: &str, value: Option<&str>) -> Option<String> {
+        let v = value?.trim();
+        if v.is_empty() {
+            self.error(name, "must not be blank");
+            return None;
+        }
+        if v.chars().any(|c| c.is_control() || is_invisible(c)) {
+            self.error(name, "must not contain control or invisible characters");
+            return None;
+        }
+        Some(v.to_owned())
+    }
+
     /// Ends validation: `Ok` when nothing was wrong, else one 422 naming every field.
     pub fn finish(self) -> Result<()> {
         if self.errors.is_empty() {
@@ -472,6 +505,33 @@ impl<'a> Fields<'a> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn names_are_trimmed_and_visible() {
+        let body = json!({});
+        let mut f = Fields::root(&body);
+        assert_eq!(
+            f.name("name", Some("  crm agent ")).as_deref(),
+            Some("crm agent")
+        );
+        assert_eq!(f.name("name", Some("Ägent Σ")).as_deref(), Some("Ägent Σ"));
+        assert_eq!(f.name("name", None), None);
+        assert!(!f.has_errors());
+        for bad in [
+            "",
+            "   ",
+            "\u{200B}",
+            "agent\u{200B}A",
+            "a\u{202E}b",
+            "a\u{0}b",
+            "a\nb",
+            "\u{FEFF}x",
+        ] {
+            let mut f = Fields::root(&body);
+            assert_eq!(f.name("name", Some(bad)), None, "{bad:?}");
+            assert!(f.has_errors(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn wide_objects_and_long_arrays_are_refused() {

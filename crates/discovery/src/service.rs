@@ -107,10 +107,8 @@ pub struct Discovery {
 
 /// The validated body of an ingest event (without the time it was observed).
 fn read_event(f: &mut Fields<'_>, observed_at: OffsetDateTime) -> Option<Observation> {
-    let name = f.required_str("name", 1, NAME_MAX).map(str::trim);
-    if name == Some("") {
-        f.error("name", "must not be blank");
-    }
+    let name = f.required_str("name", 1, NAME_MAX);
+    let name = f.name("name", name);
     let source = f.optional_str("source", 1, SOURCE_MAX);
     if source.is_some_and(|s| s.trim().is_empty()) {
         f.error("source", "must not be blank");
@@ -156,12 +154,8 @@ struct ConfirmInput {
 
 fn read_confirm(value: &Value) -> Result<ConfirmInput> {
     let mut f = Fields::root(value);
-    let name = f
-        .optional_str("name", 1, NAME_MAX)
-        .map(|n| n.trim().to_owned());
-    if name.as_deref() == Some("") {
-        f.error("name", "must not be blank");
-    }
+    let name = f.optional_str("name", 1, NAME_MAX);
+    let name = f.name("name", name);
     let agent_type = f.optional_enum("type", &AGENT_TYPES).map(str::to_owned);
     let capabilities = f.optional_str_array("capabilities", CAPABILITY_MAX);
     let permissions = f.optional_object("permissions").cloned();

@@ -34,10 +34,10 @@ impl Identity {
         let user = user_of(p)?;
         let value = body.parse_or_empty::<Value>()?;
         let mut f = Fields::root(&value);
+        let name = f.optional_str("name", 1, 100);
         let name = f
-            .optional_str("name", 1, 100)
-            .unwrap_or(DEFAULT_NAME)
-            .to_owned();
+            .name("name", name)
+            .unwrap_or_else(|| DEFAULT_NAME.to_owned());
         f.finish()?;
         let key = RawKey::generate();
         let row = ApiKeyRow {

@@ -26,10 +26,8 @@ impl Identity {
         caller.authorize()?;
         let value = body.parse::<Value>()?;
         let mut f = Fields::root(&value);
-        let name = f.required_str("name", 1, 100).map(|n| n.trim().to_owned());
-        if name.as_deref() == Some("") {
-            f.error("name", "must not be blank");
-        }
+        let name = f.required_str("name", 1, 100);
+        let name = f.name("name", name);
         let settings = f.optional_object("settings").cloned().unwrap_or_default();
         f.finish()?;
         let Some(name) = name else {

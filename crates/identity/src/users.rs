@@ -49,13 +49,7 @@ pub fn valid_email(email: &str) -> bool {
         && email.len() <= 254
         && !email
             .chars()
-            .any(|c| c.is_whitespace() || c.is_control() || is_invisible(c))
-}
-
-/// Characters that show nothing: zero-width spaces and joiners, bidirectional controls, the
-/// byte-order mark (an address holding one looks like another address).
-fn is_invisible(c: char) -> bool {
-    matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}' | '\u{FEFF}')
+            .any(|c| c.is_whitespace() || c.is_control() || steward_core::validate::is_invisible(c))
 }
 
 fn check_password(f: &mut Fields<'_>, name: &str, password: Option<&str>) -> Option<String> {

@@ -138,10 +138,7 @@ impl PolicyFields {
         } else {
             f.optional_str("name", 1, MAX_NAME_CHARS)
         };
-        let name = name.map(|n| n.trim().to_owned());
-        if name.as_deref() == Some("") {
-            f.error("name", "must not be blank");
-        }
+        let name = f.name("name", name);
         let description = f
             .optional_str("description", 0, MAX_DESCRIPTION_CHARS)
             .map(str::to_owned);

@@ -223,11 +223,8 @@ fn read_input(value: &Value, registering: bool) -> Result<AgentInput> {
         f.required_str("name", 1, 128)
     } else {
         f.optional_str("name", 1, 128)
-    }
-    .map(|n| n.trim().to_owned());
-    if name.as_deref() == Some("") {
-        f.error("name", "must not be blank");
-    }
+    };
+    let name = f.name("name", name);
     let agent_type = f.optional_enum("type", &AGENT_TYPES).map(str::to_owned);
     let capabilities = f.optional_str_array("capabilities", 100);
     let permissions = f.optional_object("permissions").cloned();

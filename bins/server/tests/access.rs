@@ -516,3 +516,93 @@ app_test!(the_export_bound_holds_under_concurrent_requests, |app| {
         answers.iter().map(|r| r.status).collect::<Vec<_>>()
     );
 });
+
+async fn agent_status(app: &TestApp, key: &Cred, agent: &str) -> String {
+    let r = app
+        .call("GET", &format!("/api/v1/agents/{agent}"), key, None)
+        .await;
+    r.json()["status"].as_str().unwrap_or_default().to_owned()
+}
+
+/// A request with a raw body and content type.
+async fn raw(app: &TestApp, path: &str, cred: &Cred, content_type: &str, body: &str) -> u16 {
+    let mut req = actix_web::test::TestRequest::post()
+        .uri(path)
+        .insert_header(("content-type", content_type))
+        .set_payload(body.to_owned());
+    req = match cred {
+        Cred::Key(k) => req.insert_header(("x-api-key", k.as_str())),
+        Cred::Jwt(t) => req.insert_header(("authorization", format!("Bearer {t}"))),
+        _ => req,
+    };
+    app.send(req).await.status.as_u16()
+}
+
+app_test!(actions_with_a_malformed_body_change_nothing, |app| {
+    // Contract 2 (these bodies are optional, so not read), 3.1 (a body that is sent must be
+    // JSON: 400) and 3.2 (the role first): found by a probe that suspended agents, blocked
+    // users and ended sessions with a body of `{`.
+    let t = app.tenant("malformed-actions").await;
+    let key = Cred::Key(t.key.clone());
+    let admin = app.user(&t, "admin").await;
+    let viewer = app.user(&t, "viewer").await;
+    let agent = app.agent(&t.key).await;
+    let admin_jwt = Cred::Jwt(admin.token.clone());
+    let suspend = format!("/api/v1/agents/{agent}/suspend");
+    for (ct, body) in [("application/json", "{"), ("text/plain", "suspend")] {
+        assert_eq!(
+            raw(&app, &suspend, &key, ct, body).await,
+            400,
+            "{ct} {body}"
+        );
+    }
+    assert_eq!(
+        raw(
+            &app,
+            &suspend,
+            &Cred::Jwt(viewer.token.clone()),
+            "application/json",
+            "{"
+        )
+        .await,
+        403,
+        "the role is checked before the body"
+    );
+    assert_ne!(agent_status(&app, &key, &agent).await, "suspended");
+    assert_eq!(raw(&app, &suspend, &key, "application/json", "").await, 200);
+    assert_eq!(agent_status(&app, &key, &agent).await, "suspended");
+    let resume = format!("/api/v1/agents/{agent}/resume");
+    assert_eq!(raw(&app, &resume, &key, "application/json", "{").await, 400);
+    assert_eq!(agent_status(&app, &key, &agent).await, "suspended");
+    assert_eq!(
+        raw(&app, &resume, &key, "application/json", "{}").await,
+        200
+    );
+
+    let block = format!("/api/v1/users/{}/block", viewer.id);
+    assert_eq!(
+        raw(&app, &block, &admin_jwt, "application/json", "{").await,
+        400
+    );
+    let me = app
+        .call(
+            "GET",
+            "/api/v1/users/me",
+            &Cred::Jwt(viewer.token.clone()),
+            None,
+        )
+        .await;
+    assert_eq!(me.status, 200, "the viewer is not blocked: {}", me.text());
+
+    let logout = "/api/v1/auth/logout";
+    assert_eq!(
+        raw(&app, logout, &admin_jwt, "application/json", "{").await,
+        400
+    );
+    let me = app.call("GET", "/api/v1/users/me", &admin_jwt, None).await;
+    assert_eq!(me.status, 200, "the session is not ended: {}", me.text());
+    assert_eq!(
+        raw(&app, logout, &admin_jwt, "application/json", "").await,
+        204
+    );
+});

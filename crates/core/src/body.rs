@@ -96,6 +96,13 @@ impl Body {
         Ok(Some(value))
     }
 
+    /// A body the endpoint does not read (an optional body, contract 2): empty, or JSON sent
+    /// as JSON; anything else is the 400 of [`Body::value`] (contract 3.1), so a malformed
+    /// request changes nothing. Services check it after the role (contract 3.2).
+    pub fn unread(&self) -> Result<()> {
+        self.value().map(|_| ())
+    }
+
     /// Parses a required body: an empty body is a 422 on `body`.
     pub fn parse<T: FromJson>(&self) -> Result<T> {
         match self.value()? {

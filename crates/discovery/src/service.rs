@@ -736,6 +736,14 @@ impl Discovery {
     }
 
     /// `POST /discovery/candidates/{id}/dismiss`.
+    /// `POST /discovery/candidates/{id}/dismiss` as requested: the optional body checked
+    /// ([`Body::unread`]) after the role and before anything changes.
+    pub async fn dismiss_request(&self, p: &Principal, id: &str, body: &Body) -> Result<Candidate> {
+        p.authorize(Op::DiscoveryWrite)?;
+        body.unread()?;
+        self.dismiss(p, id).await
+    }
+
     pub async fn dismiss(&self, p: &Principal, id: &str) -> Result<Candidate> {
         p.authorize(Op::DiscoveryWrite)?;
         let mut row = self.load(p, id).await?;

@@ -483,6 +483,15 @@ impl Identity {
         })
     }
 
+    /// `POST /auth/logout` as requested: the optional body checked ([`Body::unread`]) once the
+    /// credential is a session's (401 first, contract 3.2), before anything is revoked.
+    pub async fn logout_request(&self, p: &Principal, body: &Body) -> Result<()> {
+        if p.jti.is_some() && p.user.is_some() {
+            body.unread()?;
+        }
+        self.logout(p).await
+    }
+
     /// `POST /auth/logout`: revokes the token's `jti` and the session key made with it.
     pub async fn logout(&self, p: &Principal) -> Result<()> {
         let (Some(jti), Some(user)) = (p.jti.clone(), p.user) else {

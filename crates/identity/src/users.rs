@@ -483,6 +483,20 @@ impl Identity {
         self.reload(target.id).await
     }
 
+    /// `POST /users/{id}/block` and `/unblock` as requested: a body, which they do not read,
+    /// checked ([`Body::unread`]) after the role and before anything changes.
+    pub async fn set_blocked_request(
+        &self,
+        p: &Principal,
+        id: &str,
+        blocked: bool,
+        body: &Body,
+    ) -> Result<UserView> {
+        p.authorize(Op::UsersManage)?;
+        body.unread()?;
+        self.set_blocked(p, id, blocked).await
+    }
+
     /// `POST /users/{id}/block` and `/unblock` (idempotent).
     pub async fn set_blocked(&self, p: &Principal, id: &str, blocked: bool) -> Result<UserView> {
         p.authorize(Op::UsersManage)?;

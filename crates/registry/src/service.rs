@@ -917,6 +917,21 @@ impl Registry {
     }
 
     /// `POST /agents/{id}/suspend` (idempotent).
+    /// `POST /agents/{id}/suspend` as requested: the optional body checked ([`Body::unread`])
+    /// after the role and before anything changes.
+    pub async fn suspend_request(&self, p: &Principal, id: &str, body: &Body) -> Result<AgentView> {
+        p.authorize(Op::AgentsSuspend)?;
+        body.unread()?;
+        self.suspend(p, id).await
+    }
+
+    /// `POST /agents/{id}/resume` as requested (see [`Registry::suspend_request`]).
+    pub async fn resume_request(&self, p: &Principal, id: &str, body: &Body) -> Result<AgentView> {
+        p.authorize(Op::AgentsSuspend)?;
+        body.unread()?;
+        self.resume(p, id).await
+    }
+
     pub async fn suspend(&self, p: &Principal, id: &str) -> Result<AgentView> {
         p.authorize(Op::AgentsSuspend)?;
         let mut attempt = 0;

@@ -151,8 +151,12 @@ pub async fn suspend(
     state: State,
     caller: ApiCaller,
     id: web::Path<String>,
+    body: RawBody,
 ) -> ApiResult<HttpResponse> {
-    ok(state.registry.suspend(&caller.0, &id).await?)
+    ok(state
+        .registry
+        .suspend_request(&caller.0, &id, &body.0)
+        .await?)
 }
 
 /// Resume a suspended agent.
@@ -161,6 +165,10 @@ pub async fn resume(
     state: State,
     caller: ApiCaller,
     id: web::Path<String>,
+    body: RawBody,
 ) -> ApiResult<HttpResponse> {
-    ok(state.registry.resume(&caller.0, &id).await?)
+    ok(state
+        .registry
+        .resume_request(&caller.0, &id, &body.0)
+        .await?)
 }

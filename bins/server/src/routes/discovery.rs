@@ -67,8 +67,12 @@ pub async fn dismiss(
     state: State,
     caller: ApiCaller,
     id: web::Path<String>,
+    body: RawBody,
 ) -> ApiResult<HttpResponse> {
-    ok(state.discovery.dismiss(&caller.0, &id).await?)
+    ok(state
+        .discovery
+        .dismiss_request(&caller.0, &id, &body.0)
+        .await?)
 }
 
 /// Start a clustering task (202).

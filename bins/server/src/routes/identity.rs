@@ -47,8 +47,8 @@ pub async fn login(state: State, body: RawBody) -> ApiResult<HttpResponse> {
 
 /// End the session of this access token.
 #[utoipa::path(post, path = "/api/v1/auth/logout", tag = "auth", security(("bearer" = [])), responses((status = 204)))]
-pub async fn logout(state: State, caller: JwtCaller) -> ApiResult<HttpResponse> {
-    state.identity.logout(&caller.0).await?;
+pub async fn logout(state: State, caller: JwtCaller, body: RawBody) -> ApiResult<HttpResponse> {
+    state.identity.logout_request(&caller.0, &body.0).await?;
     no_content()
 }
 
@@ -221,8 +221,12 @@ pub async fn block(
     state: State,
     caller: JwtCaller,
     id: web::Path<String>,
+    body: RawBody,
 ) -> ApiResult<HttpResponse> {
-    ok(state.identity.set_blocked(&caller.0, &id, true).await?)
+    ok(state
+        .identity
+        .set_blocked_request(&caller.0, &id, true, &body.0)
+        .await?)
 }
 
 /// Unblock a user.
@@ -231,8 +235,12 @@ pub async fn unblock(
     state: State,
     caller: JwtCaller,
     id: web::Path<String>,
+    body: RawBody,
 ) -> ApiResult<HttpResponse> {
-    ok(state.identity.set_blocked(&caller.0, &id, false).await?)
+    ok(state
+        .identity
+        .set_blocked_request(&caller.0, &id, false, &body.0)
+        .await?)
 }
 
 /// Create a personal API key (the raw key is shown once).

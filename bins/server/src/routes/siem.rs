@@ -8,6 +8,7 @@ use steward_siem::{Format, SiemConfig, TransportConfig, TransportKind};
 
 use crate::auth::PlatformAuth;
 use crate::error::ApiResult;
+use crate::extract::RawBody;
 use crate::routes::registrar::Registrar;
 use crate::routes::reply::ok;
 use crate::settings::Settings;
@@ -71,8 +72,9 @@ pub async fn status(state: State, caller: PlatformAuth) -> ApiResult<HttpRespons
                 example = json!({"enabled": true, "event_type": "siem.test", "delivered": true, "error": null})),
               (status = 401, description = "No or invalid credentials (a tenant API key is not accepted)", content_type = "application/problem+json"),
               (status = 403, description = "A JWT of a user who is not a super admin", content_type = "application/problem+json")))]
-pub async fn test(state: State, caller: PlatformAuth) -> ApiResult<HttpResponse> {
+pub async fn test(state: State, caller: PlatformAuth, body: RawBody) -> ApiResult<HttpResponse> {
     caller.0.authorize()?;
+    body.0.unread()?;
     let tenant = match &caller.0 {
         PlatformCaller::User(p) => p.tenant,
         PlatformCaller::AdminKey => steward_core::TenantId(uuid::Uuid::nil()),

@@ -37,6 +37,24 @@ fn config(timeout_ms: u64, deadline_ms: u64) -> PolicyConfig {
     }
 }
 
+/// A developer's check of `read_data` by `agent`, running on its own task.
+fn spawn_check(
+    h: &Harness,
+    tenant: steward_core::TenantId,
+    agent: &str,
+) -> tokio::task::JoinHandle<steward_core::Result<steward_policy::CheckResponse>> {
+    let (svc, agent) = (h.svc.clone(), agent.to_owned());
+    tokio::spawn(async move {
+        let body =
+            json!({"agent_id": agent, "action": "read_data", "resource": "r", "context": {}});
+        svc.check(
+            &common::as_role(tenant, steward_core::Role::Developer),
+            &steward_core::Body::json(&body),
+        )
+        .await
+    })
+}
+
 db_test!(engine_time_limit_denies, |db| {
     let h = Harness::new(&db.pool, config(200, 5_000));
     let t = h.tenant().await;
@@ -72,19 +90,7 @@ db_test!(deadline_denies_while_others_answer, |db| {
     let _ = h.svc.engine().evaluate(slow_tenant, &json!({})).await;
     let _ = h.svc.engine().evaluate(fast_tenant, &json!({})).await;
 
-    let svc = h.svc.clone();
-    let slow = {
-        let h_agents = slow_agent.clone();
-        let svc = svc.clone();
-        tokio::spawn(async move {
-            let body = json!({"agent_id": h_agents, "action": "read_data", "resource": "r", "context": {}});
-            svc.check(
-                &common::as_role(slow_tenant, steward_core::Role::Developer),
-                &steward_core::Body::json(&body),
-            )
-            .await
-        })
-    };
+    let slow = spawn_check(&h, slow_tenant, &slow_agent);
     // Another tenant's check answers normally meanwhile (the deadline is tight, so retry a
     // few times in case the machine is busy).
     let mut fast_ok = false;
@@ -156,17 +162,7 @@ db_test!(a_tenant_with_slow_policies_leaves_slots_to_others, |db| {
     // Eight of the slow tenant's checks at once: before tenants had shares, they took all four
     // slots for six seconds and the other tenant's check failed for want of one.
     let slow: Vec<_> = (0..8)
-        .map(|_| {
-            let (svc, agent) = (h.svc.clone(), slow_agent.clone());
-            tokio::spawn(async move {
-                let body = json!({"agent_id": agent, "action": "read_data", "resource": "r", "context": {}});
-                svc.check(
-                    &common::as_role(slow_tenant, steward_core::Role::Developer),
-                    &steward_core::Body::json(&body),
-                )
-                .await
-            })
-        })
+        .map(|_| spawn_check(&h, slow_tenant, &slow_agent))
         .collect();
     tokio::time::sleep(Duration::from_millis(200)).await;
     let body = h

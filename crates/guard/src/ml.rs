@@ -129,8 +129,7 @@ fn word_keys<'a>(words: impl Iterator<Item = &'a [u8]>, raw: &mut Vec<u32>) {
 /// The character 3-, 4- and 5-grams of an ASCII text, each hashed as [`Fnv`] with seed 10 + n,
 /// in the order of hashing each window on its own (every 3-gram, then every 4-gram, then every
 /// 5-gram), so the dense scoring adds them up in the same order; the three hashes that start
-/// at one position are computed side by side (a sixth of the instructions of one window at a
-/// time).
+/// at one position are computed side by side, as independent chains of multiplications.
 fn ascii_char_ngram_keys(bytes: &[u8], raw: &mut Vec<u32>) {
     const PRIME: u64 = 0x0000_0100_0000_01b3;
     let step = |h: u64, b: u8| (h ^ u64::from(b)).wrapping_mul(PRIME);
@@ -201,8 +200,8 @@ fn value_of(halves: u32) -> f32 {
     (1.0 + 0.5 * halves as f32).ln()
 }
 
-/// [`value_of`] for the counts most buckets have, computed once: the logarithm was a tenth of
-/// the classifier's time on an ordinary prompt (one per bucket of each sentence window).
+/// [`value_of`] for the counts most buckets have, computed once: the logarithm was a fifth of
+/// the classifier's instructions on an ordinary prompt (one per bucket of each sentence window).
 static VALUES: std::sync::LazyLock<[f32; 64]> =
     std::sync::LazyLock::new(|| std::array::from_fn(|h| value_of(h as u32)));
 

@@ -474,7 +474,7 @@ impl<'a> Fields<'a> {
         self.optional_uuid(name)
     }
 
-    /// A name as it is stored (agents, policies, tenants, keys): `value` trimmed, not blank,
+    /// A name a person gives (agents, policies, tenants, keys): `value` trimmed, not blank,
     /// without control or invisible characters ([`is_invisible`]), which would let two names
     /// look alike (a probe registered `agent\u{200B}A` beside `agentA`). `None` (and the
     /// error on `name`) when it is not one; `None` without an error when `value` is.

@@ -107,8 +107,12 @@ pub struct Discovery {
 
 /// The validated body of an ingest event (without the time it was observed).
 fn read_event(f: &mut Fields<'_>, observed_at: OffsetDateTime) -> Option<Observation> {
-    let name = f.required_str("name", 1, NAME_MAX);
-    let name = f.name("name", name);
+    // An observed name is kept as seen, odd characters included: refusing one would hide the
+    // agent that uses it from discovery (names an operator gives are checked: `read_confirm`).
+    let name = f.required_str("name", 1, NAME_MAX).map(str::trim);
+    if name == Some("") {
+        f.error("name", "must not be blank");
+    }
     let source = f.optional_str("source", 1, SOURCE_MAX);
     if source.is_some_and(|s| s.trim().is_empty()) {
         f.error("source", "must not be blank");

@@ -283,6 +283,11 @@ db_test!(batch_ingest_and_validation_paths, |db| {
     assert_eq!(r.candidates[3].fingerprint, "fp-b");
     assert_eq!(pending(&s, &p).await.len(), 3);
 
+    // An observed name is kept as seen, invisible characters included: refusing it would hide
+    // the agent from discovery.
+    let (hidden, _) = ingest(&s, &p, json!({"name": "shadow\u{200B}bot"})).await;
+    assert_eq!(hidden.name, "shadow\u{200B}bot");
+
     // `cluster: true` queues a clustering task.
     let r = batch(json!({"events": [{"name": "x"}], "cluster": true}))
         .await

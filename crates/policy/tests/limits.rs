@@ -37,6 +37,24 @@ fn config(timeout_ms: u64, deadline_ms: u64) -> PolicyConfig {
     }
 }
 
+/// Two tenants with an active agent each, the first with the slow `policy` as well, and
+/// both compiled sets built, so that only evaluation is timed.
+async fn slow_and_fast(
+    h: &Harness,
+    policy: serde_json::Value,
+) -> [(steward_core::TenantId, String); 2] {
+    let slow = h.tenant().await;
+    h.create(slow, policy).await.unwrap();
+    let fast = h.tenant().await;
+    let mut out = Vec::new();
+    for t in [slow, fast] {
+        let agent = h.agent(t, "active", json!({})).to_string();
+        let _ = h.svc.engine().evaluate(t, &json!({})).await;
+        out.push((t, agent));
+    }
+    [out.remove(0), out.remove(0)]
+}
+
 /// A developer's check of `read_data` by `agent`, running on its own task.
 fn spawn_check(
     h: &Harness,
@@ -76,19 +94,11 @@ db_test!(engine_time_limit_denies, |db| {
 
 db_test!(deadline_denies_while_others_answer, |db| {
     let h = Harness::new(&db.pool, config(10_000, 10));
-    let slow_tenant = h.tenant().await;
-    let slow_agent = h.agent(slow_tenant, "active", json!({})).to_string();
-    h.create(
-        slow_tenant,
+    let [(slow_tenant, slow_agent), (fast_tenant, fast_agent)] = slow_and_fast(
+        &h,
         json!({"name": "bigcall", "priority": 5, "rego": ONE_BIG_CALL}),
     )
-    .await
-    .unwrap();
-    let fast_tenant = h.tenant().await;
-    let fast_agent = h.agent(fast_tenant, "active", json!({})).to_string();
-    // Compile both sets first so that only evaluation is timed.
-    let _ = h.svc.engine().evaluate(slow_tenant, &json!({})).await;
-    let _ = h.svc.engine().evaluate(fast_tenant, &json!({})).await;
+    .await;
 
     let slow = spawn_check(&h, slow_tenant, &slow_agent);
     // Another tenant's check answers normally meanwhile (the deadline is tight, so retry a
@@ -150,15 +160,8 @@ db_test!(a_tenant_with_slow_policies_leaves_slots_to_others, |db| {
     let mut cfg = config(6_000, 1_500);
     cfg.engine.inline = false;
     let h = Harness::new(&db.pool, cfg);
-    let slow_tenant = h.tenant().await;
-    let slow_agent = h.agent(slow_tenant, "active", json!({})).to_string();
-    h.create(slow_tenant, json!({"name": "looping", "rego": LOOPING}))
-        .await
-        .unwrap();
-    let fast_tenant = h.tenant().await;
-    let fast_agent = h.agent(fast_tenant, "active", json!({})).to_string();
-    let _ = h.svc.engine().evaluate(slow_tenant, &json!({})).await;
-    let _ = h.svc.engine().evaluate(fast_tenant, &json!({})).await;
+    let [(slow_tenant, slow_agent), (fast_tenant, fast_agent)] =
+        slow_and_fast(&h, json!({"name": "looping", "rego": LOOPING})).await;
     // Eight of the slow tenant's checks at once: before tenants had shares, they took all four
     // slots for six seconds and the other tenant's check failed for want of one.
     let slow: Vec<_> = (0..8)
